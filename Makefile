@@ -1,0 +1,42 @@
+# benchrig: `make run` starts everything locally; `make test` runs the whole suite.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint format install bench clean
+
+$(PY):
+	@python=$$(scripts/find-python) && echo "using $$python" && "$$python" -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+# Reinstall whenever a requirements file changes.
+$(STAMP): $(PY) requirements.txt requirements-local.txt requirements-dev.txt
+	$(PY) -m pip install -q -r requirements-dev.txt
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(PY) manage.py migrate --noinput
+	scripts/run-local
+
+test: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) manage.py makemigrations --check --dry-run
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: install
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+bench: install
+	$(PY) bench/harness_overhead.py
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .ruff_cache

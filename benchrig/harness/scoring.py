@@ -1,0 +1,109 @@
+"""Scoring exactly as DESIGN.md states it.
+
+Per episode: success ∈ {0, 1}; tool efficiency = max(0, min(1, optimal/n_calls) − 0.25·bad_calls)
+(1.0 with no calls); stable = 0 if stalled else 1. Per run: task success, mean tool efficiency,
+loop stability, tokens per task (completion tokens, reasoning included), and
+Agentic Score = 100·(0.50·success + 0.20·tool_eff + 0.15·token_eff + 0.15·stable).
+Errored episodes are the harness's or backend's fault: they never enter these means and are
+counted on their own.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+W_SUCCESS, W_TOOL, W_TOKEN, W_STABLE = 0.50, 0.20, 0.15, 0.15
+BAD_CALL_PENALTY = 0.25
+
+
+def tool_efficiency(*, optimal_calls: int, n_calls: int, bad_calls: int) -> float:
+    if n_calls == 0:
+        return 1.0
+    return max(0.0, min(1.0, optimal_calls / n_calls) - BAD_CALL_PENALTY * bad_calls)
+
+
+def agentic_score(
+    *, success: float, tool_eff: float, stability: float, token_eff: float = 1.0
+) -> float:
+    return 100 * (
+        W_SUCCESS * success + W_TOOL * tool_eff + W_TOKEN * token_eff + W_STABLE * stability
+    )
+
+
+@dataclass(frozen=True)
+class EpisodeOutcome:
+    """What scoring needs of one episode; built from harness results or from DB rows."""
+
+    task_id: str
+    axis: str
+    outcome: str  # passed | failed | errored
+    tool_efficiency: float
+    stalled: bool
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class Summary:
+    episodes: int  # scored episodes (errored excluded)
+    errored: int
+    passed: int
+    success: float
+    tool_efficiency: float
+    stability: float
+    tokens_per_task: float
+    agentic_score: float
+    axes: dict[str, Summary] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            k: getattr(self, k)
+            for k in (
+                "episodes",
+                "errored",
+                "passed",
+                "success",
+                "tool_efficiency",
+                "stability",
+                "tokens_per_task",
+                "agentic_score",
+            )
+        }
+        out["axes"] = {name: s.as_dict() for name, s in self.axes.items()}
+        return out
+
+
+def summarize(
+    episodes: Iterable[EpisodeOutcome], *, token_eff: float = 1.0, by_axis: bool = True
+) -> Summary:
+    episodes = list(episodes)
+    scored = [e for e in episodes if e.outcome != "errored"]
+    n = len(scored)
+    passed = sum(e.outcome == "passed" for e in scored)
+    success = passed / n if n else 0.0
+    tool_eff = sum(e.tool_efficiency for e in scored) / n if n else 0.0
+    stability = sum(not e.stalled for e in scored) / n if n else 0.0
+    axes: dict[str, Summary] = {}
+    if by_axis:
+        groups: dict[str, list[EpisodeOutcome]] = defaultdict(list)
+        for e in episodes:
+            groups[e.axis].append(e)
+        axes = {
+            a: summarize(g, token_eff=token_eff, by_axis=False) for a, g in sorted(groups.items())
+        }
+    return Summary(
+        episodes=n,
+        errored=len(episodes) - n,
+        passed=passed,
+        success=success,
+        tool_efficiency=tool_eff,
+        stability=stability,
+        tokens_per_task=sum(e.completion_tokens for e in scored) / n if n else 0.0,
+        agentic_score=agentic_score(
+            success=success, tool_eff=tool_eff, stability=stability, token_eff=token_eff
+        )
+        if n
+        else 0.0,
+        axes=axes,
+    )

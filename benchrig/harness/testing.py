@@ -1,0 +1,164 @@
+"""A scripted OpenAI-wire-format server on loopback, for tests and benchmarks.
+
+It is a real HTTP server (``ThreadingHTTPServer`` on 127.0.0.1, a free port) that answers
+``POST /v1/chat/completions`` from a script: a callable that sees the request body and returns a
+``Reply``. It stands in for what cannot run here (a 35B model on a GPU); the harness talks to it
+exactly as it would to llama.cpp or vLLM.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    body: Any = None  # dict → JSON; bytes/str → sent as is
+    status: int = 200
+    delay_s: float = 0.0
+
+
+Script = Callable[[dict[str, Any]], Reply]
+
+_ids = itertools.count(1)
+
+
+def usage(prompt: int = 20, completion: int = 10, reasoning_tokens: int = 0) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if reasoning_tokens:
+        out["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    return out
+
+
+def completion(message: dict[str, Any], finish: str, tokens: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{next(_ids)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": "scripted",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": tokens,
+    }
+
+
+def answer(content: str, *, reasoning: str | None = None, **tokens: int) -> Reply:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    return Reply(completion(message, "stop", usage(**tokens)))
+
+
+def tool_call(
+    name: str, arguments: str | dict[str, Any], *, content: str = "", **tokens: int
+) -> Reply:
+    """A reply asking for one tool call; pass a str to send malformed arguments verbatim."""
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    message = {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": [
+            {
+                "id": f"call_{next(_ids)}",
+                "type": "function",
+                "function": {"name": name, "arguments": args},
+            }
+        ],
+    }
+    return Reply(completion(message, "tool_calls", usage(**tokens)))
+
+
+def sequence(*replies: Reply) -> Script:
+    """Answer with each reply in turn, for a single-episode conversation."""
+    it = iter(replies)
+
+    def script(body: dict[str, Any]) -> Reply:
+        try:
+            return next(it)
+        except StopIteration:
+            return Reply({"error": "script exhausted"}, status=500)
+
+    return script
+
+
+def by_turn(turns: dict[str, list[Reply]], default: Reply | None = None) -> Script:
+    """Route concurrent episodes: pick the list whose key appears in the user goal, then the
+    reply by how many assistant turns that conversation already has."""
+
+    def script(body: dict[str, Any]) -> Reply:
+        messages = body.get("messages", [])
+        goal = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
+        turn = sum(m.get("role") == "assistant" for m in messages)
+        for key, replies in turns.items():
+            if key in goal:
+                return replies[min(turn, len(replies) - 1)]
+        return default or answer("I don't know.")
+
+    return script
+
+
+@dataclass
+class ScriptedServer:
+    script: Script
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    base_url: str = ""
+
+    def handle(self, raw: bytes) -> Reply:
+        body = json.loads(raw)
+        self.requests.append(body)
+        return self.script(body)
+
+
+@contextmanager
+def scripted_server(script: Script) -> Iterator[ScriptedServer]:
+    state = ScriptedServer(script)
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:  # keep test output clean
+            pass
+
+        def do_GET(self) -> None:  # /v1/models, for connection checks
+            self._send(Reply({"object": "list", "data": [{"id": "scripted", "object": "model"}]}))
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self._send(state.handle(raw))
+
+        def _send(self, reply: Reply) -> None:
+            if reply.delay_s:
+                time.sleep(reply.delay_s)
+            body = reply.body
+            data = (
+                body
+                if isinstance(body, bytes)
+                else (body.encode() if isinstance(body, str) else json.dumps(body).encode())
+            )
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    state.base_url = f"http://127.0.0.1:{server.server_port}/v1"
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,72 @@
+"""The tool interface every harness tool implements.
+
+A tool is a small object with an OpenAI function spec and an async ``call``. Tools are built
+fresh for each episode around a :class:`World`, so anything they change (messages sent, files
+written in the sandbox scratch dir) is per-episode and visible to the task's check.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+
+class ToolError(Exception):
+    """Raised by a tool for a failure the model should see (bad id, missing ``result``...).
+
+    The message is sent back to the model as the tool result and the step is flagged
+    ``is_error``; it counts as a bad call.
+    """
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    content: str
+    is_error: bool = False
+
+
+@dataclass
+class World:
+    """Per-episode mutable state that tools act on and checks may inspect."""
+
+    scratch_dir: Path | None = None
+    sent_messages: list[dict[str, str]] = field(default_factory=list)
+    committed: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Tool(abc.ABC):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    parameters: ClassVar[dict[str, Any]]
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    async def __call__(self, arguments: dict[str, Any]) -> ToolResult:
+        """Validate required arguments, run the tool, turn ToolError into an error result."""
+        missing = [k for k in self.parameters.get("required", []) if k not in arguments]
+        if missing:
+            return ToolResult(
+                f"error: missing required argument(s) for {self.name}: {', '.join(missing)}",
+                is_error=True,
+            )
+        try:
+            return ToolResult(await self.call(arguments))
+        except ToolError as exc:
+            return ToolResult(f"error: {exc}", is_error=True)
+
+    @abc.abstractmethod
+    async def call(self, arguments: dict[str, Any]) -> str:
+        """Run the tool and return the text the model sees; raise ToolError on failure."""

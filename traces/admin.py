@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+
+from traces.models import Backend, Episode, Run, Step, Verdict
+
+
+class BackendAdminForm(forms.ModelForm):
+    # The key is write-only: the field is never filled from the database, and leaving it blank
+    # on edit keeps the stored key.
+    api_key = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Write-only. Leave blank to keep the current key.",
+    )
+
+    class Meta:
+        model = Backend
+        fields = [
+            "name",
+            "base_url",
+            "model",
+            "api_key",
+            "temperature",
+            "top_p",
+            "top_k",
+            "max_tokens",
+            "reasoning_effort",
+            "extra_body",
+            "timeout_s",
+            "max_concurrency",
+        ]
+
+    def clean_api_key(self) -> str:
+        value = self.cleaned_data.get("api_key") or ""
+        if not value and self.instance.pk:
+            return Backend.objects.values_list("api_key", flat=True).get(pk=self.instance.pk)
+        return value
+
+
+@admin.register(Backend)
+class BackendAdmin(admin.ModelAdmin):
+    form = BackendAdminForm
+    list_display = ["name", "model", "base_url", "max_concurrency", "updated_at"]
+    search_fields = ["name", "model", "base_url"]
+
+
+class EpisodeInline(admin.TabularInline):
+    model = Episode
+    fields = ["task_id", "axis", "trial", "outcome", "final_answer", "n_tool_calls", "bad_calls"]
+    readonly_fields = fields
+    extra = 0
+    show_change_link = True
+    can_delete = False
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "model_name",
+        "suite_name",
+        "suite_version",
+        "status",
+        "n_done",
+        "n_total",
+        "n_passed",
+        "n_errored",
+        "created_at",
+    ]
+    list_filter = ["status", "suite_name", "source"]
+    search_fields = ["model_name", "suite_name"]
+    readonly_fields = ["suite_hash", "backend_config", "summary", "heartbeat_at"]
+    inlines = [EpisodeInline]
+
+
+class StepInline(admin.StackedInline):
+    model = Step
+    fields = [
+        "index",
+        "role",
+        "content",
+        "reasoning",
+        "tool_calls",
+        "tool_call_id",
+        "tool_name",
+        "is_error",
+        "completion_tokens",
+        "latency_ms",
+    ]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+
+class VerdictInline(admin.TabularInline):
+    model = Verdict
+    fields = ["label", "reason", "step", "note", "reviewer", "created_at"]
+    readonly_fields = ["created_at"]
+    raw_id_fields = ["step"]
+    extra = 0
+
+
+@admin.register(Episode)
+class EpisodeAdmin(admin.ModelAdmin):
+    list_display = ["id", "run", "task_id", "axis", "trial", "outcome", "final_answer", "stalled"]
+    list_filter = ["outcome", "axis", "stalled"]
+    search_fields = ["task_id", "final_answer"]
+    list_select_related = ["run"]
+    raw_id_fields = ["run"]
+    inlines = [StepInline, VerdictInline]
+
+
+@admin.register(Verdict)
+class VerdictAdmin(admin.ModelAdmin):
+    list_display = ["episode", "label", "reason", "reviewer", "created_at"]
+    list_filter = ["label", "reason"]
+    raw_id_fields = ["episode", "step", "replaces"]
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        if not obj.reviewer_id:
+            obj.reviewer = request.user
+        super().save_model(request, obj, form, change)

@@ -1,0 +1,221 @@
+"""The data model: plain data, explicit fields, constraints in Meta. Writes live in services."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Backend(models.Model):
+    """A configured OpenAI-compatible model server."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    base_url = models.URLField(max_length=500)
+    model = models.CharField(max_length=200)
+    # Write-only: never rendered back, never in API output, logs or snapshots.
+    api_key = models.CharField(max_length=500, blank=True)
+    temperature = models.FloatField(null=True, blank=True)
+    top_p = models.FloatField(null=True, blank=True)
+    top_k = models.IntegerField(null=True, blank=True)
+    max_tokens = models.IntegerField(null=True, blank=True)
+    reasoning_effort = models.CharField(max_length=20, blank=True)
+    extra_body = models.JSONField(default=dict, blank=True)
+    timeout_s = models.FloatField(default=120.0)
+    max_concurrency = models.PositiveIntegerField(default=4)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(max_concurrency__gte=1), name="backend_concurrency_positive"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(timeout_s__gt=0), name="backend_timeout_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.model})"
+
+
+class Run(models.Model):
+    """One suite executed (or imported) against one model configuration."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    class Source(models.TextChoices):
+        HARNESS = "harness"
+        API = "api"
+        OPENAI_JSONL = "openai-jsonl"
+        INSPECT = "inspect"
+        OTLP = "otlp"
+
+    backend = models.ForeignKey(Backend, null=True, blank=True, on_delete=models.SET_NULL)
+    model_name = models.CharField(max_length=200)
+    # The backend's settings as they were when the run started (no API key), so a later edit of
+    # the Backend never rewrites history.
+    backend_config = models.JSONField(default=dict, blank=True)
+    suite_name = models.CharField(max_length=100)
+    suite_version = models.CharField(max_length=50)
+    suite_hash = models.CharField(max_length=64)
+    harness_version = models.CharField(max_length=50, blank=True)
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.HARNESS)
+    source_name = models.CharField(max_length=100, blank=True)
+    source_version = models.CharField(max_length=50, blank=True)
+    trials = models.PositiveIntegerField(default=1)
+    concurrency = models.PositiveIntegerField(default=4)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    error = models.TextField(blank=True)
+    n_total = models.PositiveIntegerField(default=0)
+    n_done = models.PositiveIntegerField(default=0)
+    n_passed = models.PositiveIntegerField(default=0)
+    n_failed = models.PositiveIntegerField(default=0)
+    n_errored = models.PositiveIntegerField(default=0)
+    summary = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    triggered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["suite_name", "suite_version", "suite_hash"])]
+
+    def __str__(self) -> str:
+        return f"run {self.pk}: {self.model_name} on {self.suite_name}@{self.suite_version}"
+
+
+class Episode(models.Model):
+    """One attempt at one task. (run, task_id, trial) is unique, so writes are idempotent."""
+
+    class Outcome(models.TextChoices):
+        RUNNING = "running"
+        PASSED = "passed"
+        FAILED = "failed"
+        # The backend or harness broke: never a model failure, never in model metrics.
+        ERRORED = "errored"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="episodes")
+    task_id = models.CharField(max_length=100)
+    axis = models.CharField(max_length=50)
+    trial = models.PositiveIntegerField(default=0)
+    external_id = models.CharField(max_length=200, blank=True)
+    goal = models.TextField(blank=True)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, default=Outcome.RUNNING)
+    error = models.TextField(blank=True)
+    final_answer = models.TextField(blank=True)
+    check_expected = models.TextField(blank=True)
+    check_got = models.TextField(blank=True)
+    check_detail = models.TextField(blank=True)
+    n_steps = models.PositiveIntegerField(default=0)
+    n_tool_calls = models.PositiveIntegerField(default=0)
+    optimal_calls = models.PositiveIntegerField(default=0)
+    bad_calls = models.PositiveIntegerField(default=0)
+    model_calls = models.PositiveIntegerField(default=0)
+    stalled = models.BooleanField(default=False)
+    tool_efficiency = models.FloatField(default=1.0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    reasoning_tokens = models.PositiveIntegerField(default=0)
+    wall_ms = models.FloatField(default=0)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "trial", "task_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "task_id", "trial"], name="episode_unique_attempt"
+            ),
+        ]
+        indexes = [models.Index(fields=["run", "outcome"]), models.Index(fields=["task_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}#{self.trial} ({self.outcome})"
+
+
+class Step(models.Model):
+    """One message of an episode, in order."""
+
+    class Role(models.TextChoices):
+        SYSTEM = "system"
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    role = models.CharField(max_length=10, choices=Role.choices)
+    content = models.TextField(blank=True)
+    reasoning = models.TextField(blank=True)
+    # [{id, name, arguments (raw string as sent), parsed (object or null), parse_error}]
+    tool_calls = models.JSONField(default=list, blank=True)
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    tool_name = models.CharField(max_length=100, blank=True)
+    is_error = models.BooleanField(default=False)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+    finish_reason = models.CharField(max_length=50, blank=True)
+    raw_response = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["episode", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["episode", "index"], name="step_unique_index"),
+        ]
+
+    def __str__(self) -> str:
+        return f"step {self.index} ({self.role})"
+
+
+class Verdict(models.Model):
+    """A reviewer's judgement of an episode. Append-only: the latest is current."""
+
+    class Label(models.TextChoices):
+        HARNESS_ARTIFACT = "harness_artifact", "harness artifact"
+        MODEL_ERROR = "model_error", "model error"
+        INFRA_ERROR = "infra_error", "infra error"
+        UNCLEAR = "unclear", "unclear"
+
+    class Reason(models.TextChoices):
+        TOOL_SEMANTICS = "tool_semantics", "tool semantics"
+        SEARCH_MISMATCH = "search_mismatch", "search mismatch"
+        CONTRACT_VIOLATION = "contract_violation", "contract violation"
+        SAFETY_REFUSAL = "safety_refusal", "safety refusal"
+        ARITHMETIC = "arithmetic", "arithmetic"
+        HALLUCINATED_VALUE = "hallucinated_value", "hallucinated value"
+        GAVE_UP = "gave_up", "gave up"
+        BACKEND_FAILURE = "backend_failure", "backend failure"
+        OTHER = "other", "other"
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="verdicts")
+    label = models.CharField(max_length=20, choices=Label.choices)
+    reason = models.CharField(max_length=30, choices=Reason.choices, blank=True)
+    step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.SET_NULL)
+    note = models.TextField(blank=True)
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    replaces = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["episode", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.label} on episode {self.episode_id}"
