@@ -10,9 +10,13 @@ $(PY):
 	@python=$$(scripts/find-python) && echo "using $$python" && "$$python" -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-# Reinstall whenever a requirements file changes.
+WHEELS ?= $(HOME)/.cache/benchrig/wheels
+
+# Reinstall whenever a requirements file changes. llama-cpp-python comes from our own wheel cache
+# (see scripts/build-llama-wheel for why pip's cache is not enough).
 $(STAMP): $(PY) requirements.txt requirements-local.txt requirements-dev.txt
-	$(PY) -m pip install -q -r requirements-dev.txt
+	BENCHRIG_WHEELS=$(WHEELS) scripts/build-llama-wheel $(PY)
+	$(PY) -m pip install -q --find-links $(WHEELS) -r requirements-dev.txt
 	@touch $(STAMP)
 
 install: $(STAMP)

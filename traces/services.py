@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import close_old_connections, transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -206,9 +206,6 @@ class DjangoSink:
             self.on_finished(record)
 
     def close(self) -> None:
-        close_old_connections()
-        from django.db import connection
-
         connection.close()
 
 
@@ -246,9 +243,10 @@ def run_execute(*, run_id: int, on_finished: Callable[[EpisodeRecord], None] | N
     run = run_mark(run=run, status=Run.Status.RUNNING)
     sink = ThreadedSink(DjangoSink(run=run, suite=suite, on_finished=on_finished))
     skip = run_finished_keys(run=run)
+    client = client_for_run(run=run)  # DB reads stay outside the event loop
 
     async def go() -> None:
-        async with client_for_run(run=run) as client:
+        async with client:
             await run_suite(
                 client=client,
                 suite=suite,

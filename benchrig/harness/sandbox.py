@@ -24,6 +24,9 @@ what the caller gets. Only the standard library is importable.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import marshal
 import math
 import os
 import signal
@@ -92,10 +95,12 @@ async def run_python(
     with tempfile.TemporaryDirectory(prefix="benchrig-sandbox-") as private:
         code_path = Path(private) / "code.py"
         result_path = Path(private) / "result.bin"
+        boot_path = Path(private) / "boot.bin"
         code_path.write_bytes(code.encode("utf-8", "replace"))
+        boot_path.write_bytes(_child_bytecode())
         argv = [
-            sys.executable, "-I", "-S", "-B", "-u", "-X", "utf8", "-c", _CHILD_SOURCE,
-            str(code_path), str(result_path), str(scratch),
+            sys.executable, "-I", "-S", "-B", "-u", "-X", "utf8", "-c", _CHILD_LOADER,
+            str(boot_path), str(code_path), str(result_path), str(scratch),
             str(memory_mb * 1024 * 1024), str(_cpu_limit_s(timeout_s)),
             str(file_size_mb * 1024 * 1024), str(max_processes), str(output_limit),
             "1" if python_guards else "0",
@@ -103,6 +108,13 @@ async def run_python(
         run = await _run_child(argv, scratch, timeout_s, output_limit)
         report = _read_report(result_path)
     return _assemble(run, report, timeout_s=timeout_s, memory_mb=memory_mb)
+
+
+@functools.cache
+def _child_bytecode() -> bytes:
+    # Compiling the bootstrap costs ~10 ms; do it once per harness process, not per call.
+    # The child is the same interpreter (sys.executable), so the marshal format matches.
+    return marshal.dumps(compile(_CHILD_SOURCE, "<string>", "exec"))
 
 
 def _cpu_limit_s(timeout_s: float) -> int:
@@ -149,12 +161,24 @@ async def _run_child(argv: list[str], scratch: Path, timeout_s: float, limit: in
             await proc.wait()
         duration_ms = (time.monotonic() - start) * 1000
         stdout, stderr = await _finish_readers(readers, proc)
-    finally:
-        # Reached with the child alive only if we were cancelled: never leave it running.
+    except BaseException:
+        # Cancelled mid-run (episode aborted): never leave the child running, and let asyncio
+        # reap it and close the pipes before the caller's loop goes away.
         _kill_group(proc)
-        for task in readers:
-            task.cancel()
+        await _reap_after_kill(proc, readers)
+        raise
     return _ChildRun(proc.returncode, stdout, stderr, timed_out, duration_ms, proc.pid)
+
+
+async def _reap_after_kill(
+    proc: asyncio.subprocess.Process, readers: list[asyncio.Task[str]]
+) -> None:
+    waiter = asyncio.ensure_future(proc.wait())
+    # Cancelled again: give up on tidiness, the child is already dead.
+    with contextlib.suppress(BaseException):
+        await asyncio.wait([waiter, *readers], timeout=2 * _READER_GRACE_S)
+    for task in (waiter, *readers):
+        task.cancel()
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
@@ -162,25 +186,29 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
     # so we can never signal an unrelated process group.
     if proc.returncode is not None:
         return
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 async def _finish_readers(
     readers: list[asyncio.Task[str]], proc: asyncio.subprocess.Process
 ) -> tuple[str, str]:
-    done, pending = await asyncio.wait(readers, timeout=_READER_GRACE_S)
+    _, pending = await asyncio.wait(readers, timeout=_READER_GRACE_S)
     if pending:
         # Something still holds the pipes (a process that escaped the fork block): it is a
         # live member of the child's group, so the group id is still reserved and safe to kill.
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         await asyncio.wait(pending, timeout=_READER_GRACE_S)
-    return tuple(t.result() if t.done() and not t.cancelled() else "" for t in readers)  # type: ignore[return-value]
+    stdout, stderr = (_reader_text(task) for task in readers)
+    return stdout, stderr
+
+
+def _reader_text(task: asyncio.Task[str]) -> str:
+    if not task.done():
+        task.cancel()
+        return ""
+    return "" if task.cancelled() or task.exception() else task.result()
 
 
 async def _read_capped(stream: asyncio.StreamReader, limit: int) -> str:
@@ -266,8 +294,10 @@ def _stdout_echo(stdout: str) -> str:
 def _error_message(kind: str, message: str, stdout: str) -> str:
     echo = _stdout_echo(stdout)
     if kind == "no_result":
-        return f"{NO_RESULT_MESSAGE} stdout was: {echo}" if echo else (
-            f"{NO_RESULT_MESSAGE} stdout was empty."
+        return (
+            f"{NO_RESULT_MESSAGE} stdout was: {echo}"
+            if echo
+            else (f"{NO_RESULT_MESSAGE} stdout was empty.")
         )
     if echo:
         message += f"\nstdout before the error: {echo}"
@@ -282,8 +312,7 @@ def _crash_message(run: _ChildRun, memory_mb: int, cpu_s: int) -> str:
         if sig == signal.SIGXCPU:
             return f"the code used more than its CPU time limit ({cpu_s} s) and was killed"
         return (
-            f"the sandbox process was killed by {name} (usually the memory limit of "
-            f"{memory_mb} MB)"
+            f"the sandbox process was killed by {name} (usually the memory limit of {memory_mb} MB)"
         )
     tail = run.stderr.strip()[-1000:]
     message = (
@@ -293,10 +322,16 @@ def _crash_message(run: _ChildRun, memory_mb: int, cpu_s: int) -> str:
     return f"{message}\nstderr: {tail}" if tail else message
 
 
-# The child bootstrap, run as ``python -I -S -B -u -X utf8 -c _CHILD_SOURCE ARGS``. It is a
-# string, not a module, so the child imports nothing from the harness and starts in ~20 ms.
+# The child runs ``python -I -S -B -u -X utf8 -c _CHILD_LOADER BOOT ARGS``: the loader execs the
+# marshalled bootstrap below. It is a string, not a module, so the child imports nothing from
+# the harness and starts in about the time of a bare interpreter.
 # Order matters: read inputs and open the report file, set rlimits, then the kernel layers
 # (Landlock, seccomp: they forbid raising the rlimits again), then the audit hook, then the code.
+_CHILD_LOADER = (
+    "import marshal, sys\n"
+    "with open(sys.argv.pop(1), 'rb') as f:\n"
+    "    exec(marshal.loads(f.read()))\n"
+)
 _CHILD_SOURCE = r'''
 import os
 import sys
@@ -336,7 +371,8 @@ BLOCKED_EVENTS = {
     "os.posix_spawn": "starting processes", "os.spawn": "starting processes",
     "os.startfile": "starting programs", "subprocess.Popen": "starting processes",
     "os.killpg": "signalling process groups",
-    "resource.setrlimit": "changing resource limits", "resource.prlimit": "changing resource limits",
+    "resource.setrlimit": "changing resource limits",
+    "resource.prlimit": "changing resource limits",
     "socket.connect": "network access", "socket.bind": "network access",
     "socket.sendto": "network access", "socket.sendmsg": "network access",
     "socket.getaddrinfo": "network access", "socket.gethostbyname": "network access",
@@ -586,7 +622,9 @@ def run_user_code(source, limit, mem_mb):
         return ["error", "syntax", "", "", describe(exc, source, ns, "the code does not compile")]
     except BaseException as exc:  # MemoryError/RecursionError on absurdly nested code
         return ["error", "syntax", "", "", describe(exc, source, ns, "the code does not compile")]
-    ballast = bytearray(8 << 20)  # address space given back on MemoryError to format it
+    # Address space handed back on MemoryError so the error can still be formatted; bytes()
+    # is calloc'd, so unlike bytearray() it costs no page faults.
+    ballast = bytes(8 << 20)
     try:
         exec(code, ns)
     except BaseException as exc:

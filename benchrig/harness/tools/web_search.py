@@ -119,13 +119,7 @@ CORPUS: tuple[Page, ...] = (
 )
 
 STOPWORDS = frozenset(
-    """
-    a an and are as at be been being but by can could did do does doing for from had has have
-    having how i in into is it its me my of on or our out over please so some such than that
-    the their them then there these they this those to too up us very was we were what when
-    where which who whom why will with would you your much many tell find show give get look
-    search lookup about any find info information
-    """.split()
+    ["a", "an", "and", "are", "as", "at", "be", "been", "being", "but", "by", "can", "could", "did", "do", "does", "doing", "for", "from", "had", "has", "have", "having", "how", "i", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "out", "over", "please", "so", "some", "such", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "too", "up", "us", "very", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with", "would", "you", "your", "much", "many", "tell", "find", "show", "give", "get", "look", "search", "lookup", "about", "any", "find", "info", "information"]
 )
 
 # Map several spellings of one idea onto a single index term (applied after stemming).
@@ -238,7 +232,7 @@ class WebSearch(Tool):
     async def call(self, arguments: dict[str, Any]) -> str:
         query = arguments["query"]
         if not isinstance(query, str):
-            raise ToolError("query must be a string, e.g. {\"query\": \"rtx 5090 vram\"}")
+            raise ToolError('query must be a string, e.g. {"query": "rtx 5090 vram"}')
         hits = INDEX.search(query)
         if not hits:
             # Not an error (a real engine just finds nothing), but a recognisable string the

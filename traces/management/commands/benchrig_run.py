@@ -11,7 +11,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 from django.utils.text import slugify
 
 from benchrig.harness.records import EpisodeRecord
@@ -24,7 +24,7 @@ from traces.services import backend_upsert, run_create, run_execute
 class Progress:
     """A one-line progress bar on stderr: done/total, passed/failed/errored, ETA."""
 
-    def __init__(self, total: int, stream: Any) -> None:
+    def __init__(self, total: int, stream: OutputWrapper) -> None:
         self.total, self.stream = total, stream
         self.counts = {"passed": 0, "failed": 0, "errored": 0}
         self.started = time.monotonic()
@@ -43,7 +43,7 @@ class Progress:
             f"errored {self.counts['errored']}  ETA {eta:4.0f}s  "
             f"last: {record.key.task_id}#{record.key.trial} {record.outcome}"
         )
-        self.stream.write(("\r" + line.ljust(120)) if self.tty else line + "\n")
+        self.stream.write(("\r" + line.ljust(120)) if self.tty else line + "\n", ending="")
         self.stream.flush()
 
 
@@ -98,14 +98,14 @@ class Command(BaseCommand):
             f"concurrency {run.concurrency}"
         )
         try:
-            run = run_execute(run_id=run.pk, on_finished=Progress(run.n_total, sys.stderr))
+            run = run_execute(run_id=run.pk, on_finished=Progress(run.n_total, self.stderr))
         except KeyboardInterrupt:
             run.refresh_from_db()
-            sys.stderr.write("\n")
+            self.stderr.write("")
             self.stdout.write(self.style.WARNING(f"run {run.pk} cancelled; finished episodes kept"))
             self._table(run)
             sys.exit(130)
-        sys.stderr.write("\n")
+        self.stderr.write("")
         self._table(run)
 
     def _backend(self, opts: dict[str, Any]) -> Backend:
