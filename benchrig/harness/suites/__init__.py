@@ -114,7 +114,7 @@ def load_suite(name_or_path: str | Path) -> Suite:
 def _check_fields(
     raw: dict[str, Any], required: dict[str, type], optional: dict[str, type], where: str
 ) -> None:
-    for key, kind in required.items():
+    for key in required:
         if key not in raw:
             raise SuiteError(f"{where}: missing field {key!r}")
     for key, value in raw.items():

@@ -232,7 +232,15 @@ def test_exit_calls_are_errors_not_crashes_of_the_harness(tmp_path: Path) -> Non
 
 def test_forged_report_writes_are_discarded(tmp_path: Path) -> None:
     # The report fd is open in the child; scribbling on it must not corrupt the real report.
-    code = "import os\nfor fd in range(3, 20):\n    try: os.write(fd, b'junk')\n    except OSError: pass\nresult = 7"  # noqa: E501
+    code = (
+        "import os\n"
+        "for fd in range(3, 20):\n"
+        "    try:\n"
+        "        os.write(fd, b'junk')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "result = 7"
+    )
     outcome = run(code, tmp_path)
     assert outcome.ok and outcome.result_text == "7", outcome.error
 

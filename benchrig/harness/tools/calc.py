@@ -55,9 +55,9 @@ def _guarded_pow(base: Number, exp: Number, mod: Number | None = None) -> Number
         return pow(base, exp, mod)  # modular pow stays small whatever the exponent
     if abs(exp) > MAX_EXPONENT:
         raise ToolError(f"exponent {exp} is too large (limit {MAX_EXPONENT})")
-    if isinstance(base, int) and isinstance(exp, int) and exp > 0 and abs(base) > 1:
-        if exp * math.log2(abs(base)) > MAX_INT_BITS:
-            raise ToolError(f"result of {base}**{exp} would be too large to compute")
+    is_big_int = isinstance(base, int) and isinstance(exp, int) and exp > 0 and abs(base) > 1
+    if is_big_int and exp * math.log2(abs(base)) > MAX_INT_BITS:
+        raise ToolError(f"result of {base}**{exp} would be too large to compute")
     return base**exp
 
 
@@ -149,8 +149,12 @@ def evaluate(expression: str) -> Number:
         tree = ast.parse(expression.strip(), mode="eval")
     except SyntaxError as exc:
         raise ToolError(f"could not parse expression {expression!r}: {exc.msg}") from None
+    except (RecursionError, MemoryError):
+        raise ToolError("expression is nested too deeply") from None
     try:
         return _eval(tree.body)
+    except RecursionError:
+        raise ToolError("expression is nested too deeply") from None
     except ZeroDivisionError:
         raise ToolError("division by zero") from None
     except OverflowError:
@@ -161,6 +165,8 @@ def evaluate(expression: str) -> Number:
 
 def format_number(value: Number) -> str:
     # ints print as ints ("1024"), floats as Python's repr ("1024.0"), just as eval would.
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ToolError(f"the result is not a finite number ({value!r})")
     return repr(value)
 
 

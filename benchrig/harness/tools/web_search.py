@@ -118,9 +118,16 @@ CORPUS: tuple[Page, ...] = (
     ),
 )
 
-STOPWORDS = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "been", "being", "but", "by", "can", "could", "did", "do", "does", "doing", "for", "from", "had", "has", "have", "having", "how", "i", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "out", "over", "please", "so", "some", "such", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "too", "up", "us", "very", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with", "would", "you", "your", "much", "many", "tell", "find", "show", "give", "get", "look", "search", "lookup", "about", "any", "find", "info", "information"]
+# Query words that say nothing about which page is wanted. (A name, not a literal, is split so
+# linters do not turn the list into one very long line.)
+_STOPWORD_TEXT = (
+    "a an and are as at be been being but by can could did do does doing for from had has have "
+    "having how i in into is it its me my of on or our out over please so some such than that "
+    "the their them then there these they this those to too up us very was we were what when "
+    "where which who whom why will with would you your much many tell find show give get look "
+    "search lookup about any info information"
 )
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 # Map several spellings of one idea onto a single index term (applied after stemming).
 SYNONYMS: dict[str, str] = {
