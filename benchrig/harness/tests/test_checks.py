@@ -140,7 +140,9 @@ def test_contains_is_case_insensitive_and_needs_every_item() -> None:
 def test_regex_uses_search_and_flags() -> None:
     check = {"type": "regex", "pattern": r"\beast\b.*\b22\b", "flags": "is"}
     result = run_check(check, "Most units:\nEAST with 22", World())
-    assert result.passed and result.got == "EAST with 22" and result.expected == r"/\beast\b.*\b22\b/"
+    assert (
+        result.passed and result.got == "EAST with 22" and result.expected == r"/\beast\b.*\b22\b/"
+    )
     assert not run_check({"type": "regex", "pattern": "east"}, "EAST", World()).passed
 
 

@@ -118,7 +118,10 @@ def _broken(edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         (lambda d: d.update(step_cap="10"), "step_cap: must be of type int"),
         (lambda d: d.update(tasks=[]), "tasks: a suite needs at least one task"),
         (lambda d: d.update(colour="red"), "colour: unknown field"),
-        (lambda d: d["tasks"][1].pop("check"), "tasks[1] (chain_sales_revenue): missing field 'check'"),
+        (
+            lambda d: d["tasks"][1].pop("check"),
+            "tasks[1] (chain_sales_revenue): missing field 'check'",
+        ),
         (
             lambda d: d["tasks"][1].update(id="chain_vram_sq"),
             "tasks[1] (chain_vram_sq).id: duplicate task id 'chain_vram_sq'",
@@ -127,7 +130,10 @@ def _broken(edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
             lambda d: d["tasks"][0].update(tools=["web_search", "google"]),
             "tasks[0] (chain_vram_sq).tools: unknown tool(s) ['google']",
         ),
-        (lambda d: d["tasks"][0].update(tools=["calc", "calc"]), "tools: must be a list of distinct"),
+        (
+            lambda d: d["tasks"][0].update(tools=["calc", "calc"]),
+            "tools: must be a list of distinct",
+        ),
         (
             lambda d: d["tasks"][0].update(check={"type": "exact", "expected": 1024}),
             "tasks[0] (chain_vram_sq): check.type 'exact' is unknown",
@@ -156,7 +162,7 @@ def test_validation_names_the_offending_field(
 def test_invalid_json_is_a_suite_error(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text('{"name": ')
-    with pytest.raises(SuiteError, match="bad.json: not valid JSON"):
+    with pytest.raises(SuiteError, match=r"bad\.json: not valid JSON"):
         load_suite(path)
 
 
@@ -330,7 +336,9 @@ def test_the_xor_answer_fails_chain_vram_sq() -> None:
     solver = Solver(task)
     xor = asyncio.run(solver.use("calc", expression="32^2"))
     assert xor == "34"
-    assert not run_check(task.check, f"The RTX 5090 has 32 GB; squared that is {xor}.", World()).passed
+    assert not run_check(
+        task.check, f"The RTX 5090 has 32 GB; squared that is {xor}.", World()
+    ).passed
 
 
 def test_the_guessed_answer_fails_coding_sum_evens() -> None:

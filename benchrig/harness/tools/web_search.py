@@ -170,7 +170,7 @@ def _stem(word: str) -> str:
         return word
     for suffix, repl in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("es", "e"), ("s", "")):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            if suffix == "s" and word.endswith(("ss", "us")):
+            if suffix == "s" and word.endswith("ss"):
                 return word
             return word[: -len(suffix)] + repl
     return word
