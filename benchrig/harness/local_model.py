@@ -15,6 +15,19 @@ import httpx
 
 MODEL_ALIAS = "smollm2-135m-instruct"
 CHAT_FORMAT = "chatml-function-calling"
+SERVER_SETTING_NAMES = frozenset(
+    {
+        "PORT",
+        "HOST",
+        "MODEL",
+        "MODEL_ALIAS",
+        "CHAT_FORMAT",
+        "N_CTX",
+        "N_THREADS",
+        "VERBOSE",
+        "CONFIG_FILE",
+    }
+)
 
 
 class LocalModelError(RuntimeError):
@@ -65,8 +78,11 @@ def start_server(
     *, port: int, host: str = "127.0.0.1", log_path: Path | None = None
 ) -> subprocess.Popen[bytes]:
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
+    # llama_cpp.server reads its settings from the environment too (pydantic-settings), so a
+    # PORT meant for the dashboard would override --port: give it only what it needs.
+    env = {k: v for k, v in os.environ.items() if k.upper() not in SERVER_SETTING_NAMES}
     return subprocess.Popen(
-        server_command(port=port, host=host), stdout=log, stderr=subprocess.STDOUT
+        server_command(port=port, host=host), stdout=log, stderr=subprocess.STDOUT, env=env
     )
 
 
