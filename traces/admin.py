@@ -103,6 +103,11 @@ class VerdictInline(admin.TabularInline):
     readonly_fields = ["created_at"]
     raw_id_fields = ["step"]
     extra = 0
+    can_delete = False
+
+    # Verdicts are append-only: add a new one, never rewrite or delete history.
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(Episode)
@@ -120,6 +125,12 @@ class VerdictAdmin(admin.ModelAdmin):
     list_display = ["episode", "label", "reason", "reviewer", "created_at"]
     list_filter = ["label", "reason"]
     raw_id_fields = ["episode", "step", "replaces"]
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         if not obj.reviewer_id:

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
+
+from benchrig.harness.client import normalize_base_url
+
+
+def validate_base_url(value: str) -> None:
+    # URLField would reject single-label hosts such as http://gpu-box:8000/v1, which is exactly
+    # what model servers on a LAN look like.
+    try:
+        normalize_base_url(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
 
 
 class Backend(models.Model):
     """A configured OpenAI-compatible model server."""
 
     name = models.SlugField(max_length=100, unique=True)
-    base_url = models.URLField(max_length=500)
+    base_url = models.CharField(max_length=500, validators=[validate_base_url])
     model = models.CharField(max_length=200)
     # Write-only: never rendered back, never in API output, logs or snapshots.
     api_key = models.CharField(max_length=500, blank=True)

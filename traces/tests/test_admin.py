@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+
+from traces.models import Backend, Episode, Run, Verdict
+
+
+@pytest.fixture
+def admin_client_(db: None) -> Client:
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", password="pw"))
+    return client
+
+
+def test_backend_api_key_is_never_rendered_and_kept_when_blank(admin_client_: Client) -> None:
+    backend = Backend.objects.create(
+        name="gpu", base_url="http://gpu:8000/v1", model="m", api_key="sk-top-secret"
+    )
+    url = reverse("admin:traces_backend_change", args=[backend.pk])
+    page = admin_client_.get(url)
+    assert page.status_code == 200 and b"sk-top-secret" not in page.content
+    form = {
+        "name": "gpu",
+        "base_url": "http://gpu:8000/v1",
+        "model": "m2",
+        "api_key": "",
+        "extra_body": "{}",
+        "timeout_s": "60",
+        "max_concurrency": "8",
+    }
+    saved = admin_client_.post(url, form)
+    assert saved.status_code == 302, saved.context["adminform"].form.errors
+    backend.refresh_from_db()
+    assert backend.model == "m2" and backend.api_key == "sk-top-secret"
+
+
+def test_verdicts_are_append_only_in_the_admin(admin_client_: Client) -> None:
+    run = Run.objects.create(model_name="m", suite_name="s", suite_version="1", suite_hash="h")
+    episode = Episode.objects.create(run=run, task_id="t", axis="chain")
+    verdict = Verdict.objects.create(episode=episode, label=Verdict.Label.MODEL_ERROR)
+    change = admin_client_.post(
+        reverse("admin:traces_verdict_change", args=[verdict.pk]), {"label": "harness_artifact"}
+    )
+    assert change.status_code == 403
+    verdict.refresh_from_db()
+    assert verdict.label == Verdict.Label.MODEL_ERROR
+    delete = admin_client_.post(
+        reverse("admin:traces_verdict_delete", args=[verdict.pk]), {"post": "yes"}
+    )
+    assert delete.status_code == 403 and Verdict.objects.filter(pk=verdict.pk).exists()
