@@ -14,6 +14,9 @@ from pathlib import Path
 import httpx
 
 MODEL_ALIAS = "smollm2-135m-instruct"
+BACKEND_NAME = "local-smollm2"
+# What `make run` registers: greedy decoding, and no more concurrency than one CPU model serves.
+BACKEND_SETTINGS = {"temperature": 0.0, "max_tokens": 256, "max_concurrency": 2, "timeout_s": 300.0}
 CHAT_FORMAT = "chatml-function-calling"
 SERVER_SETTING_NAMES = frozenset(
     {

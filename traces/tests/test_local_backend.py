@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from benchrig.harness.local_model import MODEL_ALIAS, start_server, wait_ready
+from benchrig.harness.local_model import (
+    BACKEND_NAME,
+    BACKEND_SETTINGS,
+    MODEL_ALIAS,
+    start_server,
+    wait_ready,
+)
 from benchrig.harness.suites import load_suite
 from traces.models import Episode, Run, Step
 from traces.services import backend_upsert, run_create, run_execute
@@ -38,15 +44,8 @@ def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.mark.django_db(transaction=True)
 def test_agentic_v1_runs_against_smollm2(llama_url: str) -> None:
-    backend = backend_upsert(
-        name="local-smollm2",
-        base_url=llama_url,
-        model=MODEL_ALIAS,
-        temperature=0.0,
-        max_tokens=128,
-        max_concurrency=2,
-        timeout_s=300,
-    )
+    settings = {**BACKEND_SETTINGS, "max_tokens": 128}  # shorter answers keep the test quick
+    backend = backend_upsert(name=BACKEND_NAME, base_url=llama_url, model=MODEL_ALIAS, **settings)
     run = run_execute(run_id=run_create(backend=backend, suite=load_suite("agentic-v1")).pk)
     assert run.status == Run.Status.SUCCEEDED, run.error
     assert run.n_done == 15 and run.n_errored == 0, list(

@@ -9,10 +9,15 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchrig.harness.local_model import MODEL_ALIAS, LocalModelError, start_server, wait_ready
+from benchrig.harness.local_model import (
+    BACKEND_NAME,
+    BACKEND_SETTINGS,
+    MODEL_ALIAS,
+    LocalModelError,
+    start_server,
+    wait_ready,
+)
 from traces.services import backend_upsert
-
-BACKEND_NAME = "local-smollm2"
 
 
 class Command(BaseCommand):
@@ -30,15 +35,7 @@ class Command(BaseCommand):
             wait_ready(base_url, process=proc)
         except LocalModelError as exc:
             raise CommandError(f"{exc} (log: {log_path})") from exc
-        backend_upsert(
-            name=BACKEND_NAME,
-            base_url=base_url,
-            model=MODEL_ALIAS,
-            temperature=0.0,
-            max_tokens=256,
-            max_concurrency=2,
-            timeout_s=300,
-        )
+        backend_upsert(name=BACKEND_NAME, base_url=base_url, model=MODEL_ALIAS, **BACKEND_SETTINGS)
         self.stdout.write(
             f"llama.cpp serving {MODEL_ALIAS} at {base_url} as backend {BACKEND_NAME}"
         )
