@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "accounts",
     "traces",
     "leaderboard",
 ]
@@ -132,7 +133,9 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 
-LOGIN_URL = "admin:login"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
 
 # Celery. With no broker configured, kombu's filesystem transport needs no server: the web
 # process and a local worker exchange messages through files under var/.
@@ -144,8 +147,10 @@ if CELERY_BROKER_URL == "filesystem://":
         "data_folder_out": str(_BROKER_DIR / "queue"),
         "processed_folder": str(_BROKER_DIR / "processed"),
         "store_processed": False,
+        # Celery's broadcast (pidbox) messages, which would otherwise land in ./control.
+        "control_folder": str(_BROKER_DIR / "control"),
     }
-    for _sub in ("queue", "processed"):
+    for _sub in ("queue", "processed", "control"):
         (_BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

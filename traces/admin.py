@@ -100,12 +100,15 @@ class StepInline(admin.StackedInline):
 class VerdictInline(admin.TabularInline):
     model = Verdict
     fields = ["label", "reason", "step", "note", "reviewer", "created_at"]
-    readonly_fields = ["created_at"]
-    raw_id_fields = ["step"]
+    readonly_fields = fields
     extra = 0
     can_delete = False
 
-    # Verdicts are append-only: add a new one, never rewrite or delete history.
+    # Verdicts are recorded in the review UI (verdict_record keeps the episode's current label);
+    # here they are history to read.
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
@@ -126,13 +129,11 @@ class VerdictAdmin(admin.ModelAdmin):
     list_filter = ["label", "reason"]
     raw_id_fields = ["episode", "step", "replaces"]
 
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
-
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        if not obj.reviewer_id:
-            obj.reviewer = request.user
-        super().save_model(request, obj, form, change)

@@ -126,6 +126,9 @@ class Episode(models.Model):
     goal = models.TextField(blank=True)
     outcome = models.CharField(max_length=10, choices=Outcome.choices, default=Outcome.RUNNING)
     error = models.TextField(blank=True)
+    # The label of the latest Verdict ("" = untagged), kept by verdict_record in the same
+    # transaction as the append, so queues and adjusted leaderboards filter without a subquery.
+    verdict_label = models.CharField(max_length=20, blank=True, db_index=True)
     final_answer = models.TextField(blank=True)
     check_expected = models.TextField(blank=True)
     check_got = models.TextField(blank=True)
