@@ -30,10 +30,13 @@ def has_role(user: Any, role: str) -> bool:
     return bool(cached & _IMPLIED[role])
 
 
-def role_required(role: str) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+View = Callable[..., HttpResponse]
+
+
+def role_required(role: str) -> Callable[[View], View]:
     """Anonymous → the login page; signed in without the role → 403."""
 
-    def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    def decorator(view: View) -> View:
         @wraps(view)
         def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if not request.user.is_authenticated:

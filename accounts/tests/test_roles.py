@@ -54,7 +54,7 @@ def test_create_user_command(db: None, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_browser_sign_in_and_out(page, login, reviewer_user: User) -> None:  # noqa: ANN001
+def test_browser_sign_in_and_out(page, login, reviewer_user: User) -> None:
     page.goto(reverse("traces:run_list"))
     assert "/accounts/login/" in page.url
     login(page, "rita")
