@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import Group, User
+from django.db import connections
 from django.test import Client
 
 from accounts.roles import OPERATOR, REVIEWER
@@ -114,6 +115,10 @@ def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         instance = pw.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
         yield instance
         instance.close()
+        # While Playwright's event loop runs, Django's connections are context-local: the test's
+        # ORM calls got a connection of their own, which must be closed in that same context, or
+        # PostgreSQL cannot drop the test database at the end of the session.
+        connections.close_all()
 
 
 @pytest.fixture
