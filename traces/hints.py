@@ -2,8 +2,10 @@
 
 Hazards (traces/hazards.py) read one trace; hints compare it with the other attempts at the same
 task. They are only ever shown, with the steps that support them, for a reviewer to judge; nothing
-here records a verdict. A bounded number of queries whatever the size of the tables:
-:data:`MAX_QUERIES`.
+here records a verdict. A bounded number of queries whatever the size of the tables
+(:data:`MAX_QUERIES`), and bounded work too: the cross-run hints look at the latest
+:data:`RECENT_ATTEMPTS` other attempts at the task, so "every model" means every model among
+those.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ MAX_COMPARED_CHARS = 2_000
 MAX_COMPARED_RESULTS = 50
 MAX_SHOWN_CHARS = 160
 MAX_EVIDENCE = 8
+# How many of the latest other attempts at the task the cross-run hints look at.
+RECENT_ATTEMPTS = 1_000
 
 
 @dataclass(frozen=True)
@@ -98,13 +102,23 @@ def _cross_run_hints(
     if not results:
         return []
     contents = list(results)[:MAX_COMPARED_RESULTS]
-    same_task = Q(episode__task_id=episode.task_id, episode__run__suite_name=suite_name)
+    # The other attempts at this task, latest first, at most RECENT_ATTEMPTS of them: the work
+    # stays flat however many runs the table holds (a subquery, not a round trip).
+    recent = (
+        Episode.objects.filter(
+            task_id=episode.task_id,
+            run__suite_name=suite_name,
+            outcome__in=[Episode.Outcome.PASSED, Episode.Outcome.FAILED],
+        )
+        .exclude(pk=episode.pk)
+        .order_by("-id")
+        .values("id")[:RECENT_ATTEMPTS]
+    )
     failed = Q(episode__outcome=Episode.Outcome.FAILED)
-    # Per (result, model): how many other failed and passed episodes of the task saw it, and
-    # one failed step to cite.
+    # Per (result, model): how many of those failed and passed with it, and one failed step to
+    # cite.
     rows = (
-        Step.objects.filter(same_task, role=Step.Role.TOOL, content__in=contents)
-        .exclude(episode=episode)
+        Step.objects.filter(episode__in=recent, role=Step.Role.TOOL, content__in=contents)
         .values("content", "episode__run__model_name")
         .annotate(
             n_failed=Count("episode", distinct=True, filter=failed),
@@ -122,11 +136,11 @@ def _cross_run_hints(
         return []
 
     errors = {c: rows_ for c, rows_ in by_content.items() if results[c].is_error}
-    attempted: set[str] = set()
+    attempted: set[str] = {model_name}
     if errors:
-        attempted = set(
-            Episode.objects.filter(task_id=episode.task_id, run__suite_name=suite_name)
-            .filter(outcome__in=[Episode.Outcome.PASSED, Episode.Outcome.FAILED])
+        attempted |= set(
+            Episode.objects.filter(pk__in=recent)
+            .order_by()
             .values_list("run__model_name", flat=True)
             .distinct()
         )

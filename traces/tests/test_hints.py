@@ -101,6 +101,15 @@ def test_no_every_model_hint_when_a_model_passed_or_only_one_model_failed() -> N
     assert SAME_ERROR_EVERY_MODEL not in by_kind(hints_of(mine))
 
 
+def test_only_the_latest_attempts_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    mine = make_episode(make_run("a"), "failed", [BAD_LOOKUP])
+    make_episode(make_run("c"), "passed", [("read_record", {"id": "INV-7"}, "ok", False)])
+    make_episode(make_run("b"), "failed", [BAD_LOOKUP])
+    assert SAME_ERROR_EVERY_MODEL not in by_kind(hints_of(mine))  # c passed
+    monkeypatch.setattr("traces.hints.RECENT_ATTEMPTS", 1)  # only b's attempt is looked at
+    assert SAME_ERROR_EVERY_MODEL in by_kind(hints_of(mine))
+
+
 def test_different_errors_or_other_tasks_give_no_hint() -> None:
     mine = make_episode(make_run("a"), "failed", [BAD_LOOKUP])
     make_episode(make_run("b"), "failed", [("read_record", {"id": "X"}, "error: other", True)])
