@@ -77,7 +77,7 @@ def episode_hazards(*, episode: Episode, steps: Sequence[Step]) -> list[Hazard]:
     explained: set[str] = set()  # tool calls whose error a specific hazard already explains
     for step in steps:
         if step.role == Step.Role.ASSISTANT:
-            for call in step.tool_calls or []:
+            for call in _calls(step):
                 result = results.get(call.get("id") or "")
                 found = list(_call_hazards(step, call, result))
                 if found and result is not None:
@@ -178,10 +178,14 @@ def _episode_level_hazards(episode: Episode, steps: Sequence[Step]) -> Iterable[
     answer = episode.final_answer or (final.content if final is not None else "")
     if not answer or episode.stalled:
         return
+    # The model's own tool arguments count as a source too: "32**2 = 1024" after calc("32**2")
+    # shows its work, it does not invent the 2.
     grounded = _numbers(episode.goal)
     for step in steps:
         if step.role == Step.Role.TOOL:
             grounded |= _numbers(step.content)
+        for call in _calls(step):
+            grounded |= _numbers(str(call.get("arguments") or ""))
     missing = [n for n in _numbers_in_order(answer) if _canonical(n) not in grounded]
     if missing:
         shown = ", ".join(dict.fromkeys(missing))
@@ -189,9 +193,15 @@ def _episode_level_hazards(episode: Episode, steps: Sequence[Step]) -> Iterable[
             UNGROUNDED_NUMBER,
             final.index if final is not None else last,
             "A number in the answer comes from nowhere",
-            f"The final answer gives {shown}, which appears in no tool result and not in the "
-            "goal. The model may have computed it in its head, or guessed.",
+            f"The final answer gives {shown}, which appears in no tool result, none of the "
+            "model's tool arguments and not in the goal. The model may have computed it in its "
+            "head, or guessed.",
         )
+
+
+def _calls(step: Step) -> list[dict[str, Any]]:
+    # Imported traces are normalised on the way in, but a malformed entry must not break the page.
+    return [c for c in step.tool_calls or [] if isinstance(c, dict)]
 
 
 def _final_step(steps: Sequence[Step]) -> Step | None:

@@ -62,12 +62,14 @@ def episode_hints(*, episode: Episode) -> list[Hint]:
 
 
 def _search_near_misses(episode: Episode, steps: list[Step]) -> list[Hint]:
-    queries = {
-        call.get("id"): (call.get("parsed") or {}).get("query")
-        for step in steps
-        for call in step.tool_calls or []
-        if call.get("name") == "web_search"
-    }
+    queries: dict[str, object] = {}  # tool call id -> the query it sent
+    for step in steps:
+        for call in step.tool_calls or []:
+            if isinstance(call, dict) and call.get("name") == "web_search":
+                parsed = call.get("parsed")
+                queries[call.get("id") or ""] = (
+                    parsed.get("query") if isinstance(parsed, dict) else None
+                )
     hints = []
     for step in steps:
         if step.role != Step.Role.TOOL or step.tool_name != "web_search":
