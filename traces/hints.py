@@ -40,7 +40,7 @@ RECENT_ATTEMPTS = 1_000
 class Hint:
     kind: str
     message: str
-    evidence: list[tuple[str, str]]  # (label, url of the step)
+    evidence: list[tuple[str, str]]  # (label, url of a step, or of the compare page)
 
 
 def step_url(episode_id: int, index: int) -> str:
@@ -186,11 +186,21 @@ def _cross_run_hints(
                         step_url(example["episode_id"], example["index"]),
                     )
                 )
-        hints.append(
-            _cross_run_hint(
-                kind, episode, own, content, content_rows, models, evidence[:MAX_EVIDENCE]
-            )
+        evidence = evidence[:MAX_EVIDENCE]
+        # Side by side with another model's attempt when there is one: that is the contrast.
+        ranked = sorted(content_rows, key=lambda r: r["episode__run__model_name"] == model_name)
+        first_other = next(
+            (examples[r["example"]] for r in ranked if r["example"] in examples), None
         )
+        if first_other is not None:
+            other_id = first_other["episode_id"]
+            evidence.append(
+                (
+                    f"compare this episode with episode {other_id} side by side",
+                    reverse("traces:compare") + f"?a={episode.pk}&b={other_id}#divergence",
+                )
+            )
+        hints.append(_cross_run_hint(kind, episode, own, content, content_rows, models, evidence))
     return hints
 
 
