@@ -7,7 +7,8 @@ then prints the median server-side time and query count of:
 
 - baseline: loading one episode's steps (what the trace viewer does anyway),
 - episode_hints() for a failed episode,
-- the compare page (two episodes of one task, by id) rendered by its view.
+- the compare page (two episodes of one task, by id) rendered by its view, and the same for two
+  500-step traces that differ in every fourth call.
 
 Aim: hints and compare well under 150 ms and flat from the small to the large table.
 
@@ -18,6 +19,7 @@ Aim: hints and compare well under 150 ms and flat from the small to the large ta
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -119,10 +121,43 @@ def measure(fn: Callable[[], Any], repeat: int = 7) -> tuple[float, int]:
     return statistics.median(times), queries
 
 
-def report(size: int, user: User) -> None:
+def long_pair(n_steps: int) -> tuple[Episode, Episode]:
+    """Two attempts at one task, ``n_steps`` steps each, differing in every other call."""
+    run = Run.objects.create(
+        model_name="long", suite_name="agentic-v1", suite_version="1", suite_hash="h"
+    )
+    pair = []
+    for trial in (0, 1):
+        ep = Episode.objects.create(run=run, task_id="long_task", axis="chain", trial=trial)
+        steps = [Step(episode=ep, index=0, role="user", content="Go.")]
+        while len(steps) < n_steps - 1:
+            n = len(steps)
+            expr = f"{n}**2" if trial == 0 or n % 4 else f"{n}^2"
+            call = {"id": f"c{n}", "name": "calc", "arguments": json.dumps({"expression": expr}),
+                    "parsed": {"expression": expr}, "parse_error": None}  # fmt: skip
+            steps.append(Step(episode=ep, index=n, role="assistant", tool_calls=[call]))
+            steps.append(Step(episode=ep, index=n + 1, role="tool", tool_call_id=f"c{n}",
+                              tool_name="calc", content=HIT * 20))  # fmt: skip
+        steps.append(Step(episode=ep, index=len(steps), role="assistant", content="1024"))
+        Step.objects.bulk_create(steps)
+        pair.append(ep)
+    return pair[0], pair[1]
+
+
+def compare_page(user: User, a: Episode, b: Episode) -> Callable[[], None]:
+    request = RequestFactory().get(reverse("traces:compare"), {"a": a.pk, "b": b.pk})
+    request.user = user
+
+    def render() -> None:
+        response = compare(request)
+        assert response.status_code == 200, response.status_code
+
+    return render
+
+
+def report(size: int, user: User, long: tuple[Episode, Episode]) -> None:
     episode = Episode.objects.filter(outcome="failed").order_by("-id").first()
     other = Episode.objects.filter(task_id=episode.task_id).exclude(pk=episode.pk).first()
-    factory = RequestFactory()
 
     def steps() -> None:
         list(episode_steps(episode=Episode.objects.get(pk=episode.pk)))
@@ -130,16 +165,11 @@ def report(size: int, user: User) -> None:
     def hints() -> None:
         episode_hints(episode=Episode.objects.get(pk=episode.pk))
 
-    def page() -> None:
-        request = factory.get(reverse("traces:compare"), {"a": episode.pk, "b": other.pk})
-        request.user = user
-        response = compare(request)
-        assert response.status_code == 200, response.status_code
-
     for name, fn in (
         ("baseline: episode + steps", steps),
         ("episode_hints", hints),
-        ("compare page", page),
+        ("compare page", compare_page(user, episode, other)),
+        ("compare, two 500-step traces", compare_page(user, *long)),
     ):
         ms, queries = measure(fn)
         print(f"{size:>9,} {name:<26} {ms:>8.1f} ms {queries:>4} queries")
@@ -156,10 +186,11 @@ def main() -> None:
         user = User.objects.create_superuser("bench", password="x")
         print(f"database: {connection.vendor}; {MODELS} models, 15 tasks, 4 steps per episode")
         print(f"{'episodes':>9} {'what':<26} {'median':>11} {'':>4}")
+        long = long_pair(500)
         fill(args.small, 0)
-        report(args.small, user)
+        report(args.small, user, long)
         fill(args.large, args.small)
-        report(args.large, user)
+        report(args.large, user, long)
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 

@@ -180,13 +180,14 @@ def _episode_level_hazards(episode: Episode, steps: Sequence[Step]) -> Iterable[
         return
     # The model's own tool arguments count as a source too: "32**2 = 1024" after calc("32**2")
     # shows its work, it does not invent the 2.
-    grounded = _numbers(episode.goal)
+    sources = [episode.goal]
     for step in steps:
         if step.role == Step.Role.TOOL:
-            grounded |= _numbers(step.content)
-        for call in _calls(step):
-            grounded |= _numbers(str(call.get("arguments") or ""))
-    missing = [n for n in _numbers_in_order(answer) if _canonical(n) not in grounded]
+            sources.append(step.content)
+        sources.extend(str(call.get("arguments") or "") for call in _calls(step))
+    given = _numbers_in_order(answer)
+    unsourced = _unsourced({_canonical(n) for n in given}, sources)
+    missing = [n for n in given if _canonical(n) in unsourced]
     if missing:
         shown = ", ".join(dict.fromkeys(missing))
         yield Hazard(
@@ -302,6 +303,19 @@ def _binds_result(tree: ast.AST) -> bool:
         if isinstance(node, ast.alias) and (node.asname or node.name) == "result":
             return True
     return False
+
+
+def _unsourced(numbers: set[str], sources: Iterable[str]) -> set[str]:
+    """The canonical numbers that no source contains. A plain substring test on the integer
+    digits comes first, so long tool results without the digits are never tokenised."""
+    missing = set(numbers)
+    for text in sources:
+        if not missing:
+            break
+        flat = text.replace(",", "")
+        if any(n.lstrip("-").partition(".")[0] in flat for n in missing):
+            missing -= _numbers(text)
+    return missing
 
 
 def _numbers_in_order(text: str) -> list[str]:

@@ -5,6 +5,7 @@ from collections import Counter
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from accounts.roles import reviewer_required
@@ -93,7 +94,16 @@ def compare(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "traces/compare.html",
-        {"a": a, "b": b, "rows": rows, "alignment": alignment, "counts": counts},
+        {
+            "a": a,
+            "b": b,
+            "rows": rows,
+            "alignment": alignment,
+            "counts": counts,
+            # Reversed once, not once per cell: a 500-step pair has a thousand cells.
+            "viewer_a": reverse("traces:episode_detail", args=[a.pk]),
+            "viewer_b": reverse("traces:episode_detail", args=[b.pk]),
+        },
     )
 
 
