@@ -10,4 +10,5 @@ urlpatterns = [
     path("", views.run_list, name="run_list"),
     path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
     path("episodes/<int:episode_id>/", views.episode_detail, name="episode_detail"),
+    path("compare/", views.compare, name="compare"),
 ]

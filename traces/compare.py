@@ -1,0 +1,253 @@
+"""Align two episodes' steps side by side and find where they first diverge.
+
+Pure: takes the steps, makes no queries. Steps are aligned on their *shape* (role and tool
+names), so a search answered differently still pairs with the other side's search; whether a
+pair is the *same* is then decided on the content (arguments, results, answers). The first row
+that is not the same is the divergence.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from traces.models import Step
+
+SAME = "same"
+CHANGED = "changed"
+ONLY_A = "only_a"
+ONLY_B = "only_b"
+
+# A step's text shown in the comparison; the trace viewer has the rest.
+MAX_SHOWN_CHARS = 4_000
+
+
+@dataclass(frozen=True)
+class Call:
+    name: str
+    arguments: str  # pretty-printed when they parsed, else the raw string as sent
+    parse_error: str
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One step as the comparison shows it: long text clipped, arguments pretty-printed."""
+
+    index: int
+    role: str
+    tool_name: str
+    is_error: bool
+    text: str
+    hidden_chars: int
+    calls: list[Call]
+    hazards: tuple[str, ...] = ()  # titles of the hazards that point at this step
+
+
+@dataclass(frozen=True)
+class Row:
+    a: Step | None
+    b: Step | None
+    status: str  # same | changed | only_a | only_b
+    first_divergence: bool = False
+
+
+@dataclass(frozen=True)
+class DisplayRow:
+    status: str
+    first_divergence: bool
+    a: Cell | None
+    b: Cell | None
+
+
+@dataclass(frozen=True)
+class Alignment:
+    rows: list[Row]
+    divergence: int | None  # index into rows of the first row that is not the same
+
+    @property
+    def identical(self) -> bool:
+        return self.divergence is None
+
+
+def shape(step: Step) -> tuple[str, ...]:
+    """What must match for two steps to sit side by side."""
+    if step.role == Step.Role.TOOL:
+        return (step.role, step.tool_name)
+    if step.role == Step.Role.ASSISTANT:
+        return (step.role, *(str(c.get("name") or "") for c in _calls(step)))
+    return (step.role,)
+
+
+def signature(step: Step) -> tuple[Any, ...]:
+    """What must match for two aligned steps to count as the same (role, tool, args, text)."""
+    if step.role == Step.Role.ASSISTANT and step.tool_calls:
+        return (step.role, tuple(_call_signature(c) for c in _calls(step)))
+    if step.role == Step.Role.TOOL:
+        return (step.role, step.tool_name, step.is_error, step.content.strip())
+    return (step.role, step.content.strip())
+
+
+def _calls(step: Step) -> list[dict[str, Any]]:
+    return [c for c in step.tool_calls or [] if isinstance(c, dict)]
+
+
+def _call_signature(call: dict[str, Any]) -> tuple[str, str]:
+    parsed = call.get("parsed")
+    # Parsed arguments compare regardless of key order and spacing; raw strings as sent.
+    args = (
+        json.dumps(parsed, sort_keys=True)
+        if isinstance(parsed, dict)
+        else str(call.get("arguments") or "")
+    )
+    return (str(call.get("name") or ""), args)
+
+
+def align(a: Sequence[Step], b: Sequence[Step]) -> Alignment:
+    """Rows pairing the steps of ``a`` and ``b`` in order, the first divergence marked.
+
+    Identical steps are matched first (difflib over the full signatures); the stretches between
+    them are then aligned on shape, so a call with other arguments sits beside its counterpart.
+    """
+    pairs: list[tuple[Step | None, Step | None]] = []
+    for tag, i1, i2, j1, j2 in _opcodes([signature(s) for s in a], [signature(s) for s in b]):
+        if tag == "equal":
+            pairs.extend(zip(a[i1:i2], b[j1:j2], strict=True))
+        else:
+            pairs.extend(_align_shapes(a[i1:i2], b[j1:j2]))
+    statuses = [_status(x, y) for x, y in pairs]
+    divergence = next((n for n, status in enumerate(statuses) if status != SAME), None)
+    rows = [
+        Row(x, y, status, first_divergence=n == divergence)
+        for n, ((x, y), status) in enumerate(zip(pairs, statuses, strict=True))
+    ]
+    return Alignment(rows, divergence)
+
+
+def _opcodes(a: list[Any], b: list[Any]) -> list[tuple[str, int, int, int, int]]:
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+
+
+def _align_shapes(a: Sequence[Step], b: Sequence[Step]) -> list[tuple[Step | None, Step | None]]:
+    pairs: list[tuple[Step | None, Step | None]] = []
+    for tag, i1, i2, j1, j2 in _opcodes([shape(s) for s in a], [shape(s) for s in b]):
+        if tag in ("equal", "replace"):
+            # Same place: pair them in order, the longer side's rest alone.
+            left: list[Step | None] = list(a[i1:i2])
+            right: list[Step | None] = list(b[j1:j2])
+            n = max(len(left), len(right))
+            left += [None] * (n - len(left))
+            right += [None] * (n - len(right))
+            pairs.extend(zip(left, right, strict=True))
+        elif tag == "delete":
+            pairs.extend((s, None) for s in a[i1:i2])
+        else:  # insert
+            pairs.extend((None, s) for s in b[j1:j2])
+    return pairs
+
+
+def _status(a: Step | None, b: Step | None) -> str:
+    if b is None:
+        return ONLY_A
+    if a is None:
+        return ONLY_B
+    return SAME if signature(a) == signature(b) else CHANGED
+
+
+def clip(text: str, limit: int = MAX_SHOWN_CHARS) -> tuple[str, int]:
+    """The first ``limit`` characters and how many were left out."""
+    if len(text) <= limit:
+        return text, 0
+    return text[:limit], len(text) - limit
+
+
+def display_rows(
+    alignment: Alignment,
+    *,
+    hazards_a: Mapping[int, Sequence[str]] | None = None,
+    hazards_b: Mapping[int, Sequence[str]] | None = None,
+) -> list[DisplayRow]:
+    """The rows as the page shows them; hazards are keyed by step index."""
+    hazards_a, hazards_b = hazards_a or {}, hazards_b or {}
+    return [
+        DisplayRow(
+            row.status,
+            row.first_divergence,
+            cell(row.a, hazards_a.get(row.a.index, ())) if row.a else None,
+            cell(row.b, hazards_b.get(row.b.index, ())) if row.b else None,
+        )
+        for row in alignment.rows
+    ]
+
+
+def cell(step: Step, hazards: Sequence[str] = ()) -> Cell:
+    text, hidden = clip(step.content)
+    calls = []
+    for call in _calls(step):
+        parsed = call.get("parsed")
+        if isinstance(parsed, dict):
+            arguments = json.dumps(parsed, indent=2, ensure_ascii=False)
+        else:
+            arguments = str(call.get("arguments") or "")
+        calls.append(
+            Call(
+                str(call.get("name") or ""),
+                clip(arguments)[0],
+                str(call.get("parse_error") or ""),
+            )
+        )
+    return Cell(
+        step.index, step.role, step.tool_name, step.is_error, text, hidden, calls, tuple(hazards)
+    )
+
+
+class CompareQueryError(ValueError):
+    """The compare page's query string names no valid pair; the message says what is wrong."""
+
+
+@dataclass(frozen=True)
+class EpisodePair:
+    a: int
+    b: int
+
+
+@dataclass(frozen=True)
+class RunPair:
+    run_a: int
+    run_b: int
+    task: str
+    trial: int | None
+
+
+USAGE = (
+    "compare two episodes with ?a=<episode id>&b=<episode id>, or a task across two runs with "
+    "?run_a=<run id>&run_b=<run id>&task=<task id>[&trial=<n>]"
+)
+
+
+def parse_query(params: Mapping[str, str]) -> EpisodePair | RunPair:
+    """Read the compare page's query string; raise CompareQueryError naming what is wrong."""
+    if "a" in params or "b" in params:
+        return EpisodePair(_id(params, "a", "an episode id"), _id(params, "b", "an episode id"))
+    if any(key in params for key in ("run_a", "run_b", "task")):
+        task = (params.get("task") or "").strip()
+        if not task:
+            raise CompareQueryError(f"task is missing: {USAGE}")
+        trial = None
+        if (params.get("trial") or "").strip():
+            trial = _id(params, "trial", "a trial number")
+        return RunPair(
+            _id(params, "run_a", "a run id"), _id(params, "run_b", "a run id"), task, trial
+        )
+    raise CompareQueryError(f"Nothing to compare: {USAGE}")
+
+
+def _id(params: Mapping[str, str], key: str, what: str) -> int:
+    raw = (params.get(key) or "").strip()
+    if not raw:
+        raise CompareQueryError(f"{key} is missing: {USAGE}")
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+        raise CompareQueryError(f"{key} must be {what} (a whole number), not {raw[:40]!r}")
+    return int(raw)
