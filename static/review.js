@@ -46,7 +46,8 @@
     const form = document.getElementById("verdict-form");
     if (!form || form.classList.contains("htmx-request")) return; // one save at a time
     const button = form.querySelector(`button[name="label"][value="${label}"]`);
-    if (button) form.requestSubmit(button);
+    // A click (not requestSubmit) so htmx sees which button submitted, as with the mouse.
+    if (button) button.click();
   }
 
   if (viewer) {

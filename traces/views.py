@@ -108,9 +108,12 @@ def review_queue(request: HttpRequest) -> HttpResponse:
     }
     template = "traces/review_queue.html"
     # Filter changes and paging swap only the results; a history restore gets the whole page.
-    if request.htmx and request.htmx.target == "queue-results":
-        template += "#results"
-    response = render(request, template, context)
+    partial = bool(request.htmx) and request.htmx.target == "queue-results"
+    response = render(request, template + "#results" if partial else template, context)
+    if partial:
+        # The address bar gets the canonical query (no empty fields), ready to bookmark.
+        anchor = {"after": after.pk} if after else {"before": before.pk} if before else {}
+        response["HX-Push-Url"] = _queue_url(filters, **anchor)
     patch_vary_headers(response, ("HX-Request", "HX-Target"))
     return response
 

@@ -162,6 +162,13 @@ def test_pager_links_keep_the_filters_and_htmx_gets_only_the_results(
     assert "<html" not in body and 'id="queue-filters"' not in body
     assert len(nxt.context["page"].rows) == 10 and nxt.context["previous_url"]
     assert "HX-Request" in nxt["Vary"]
+    assert nxt["HX-Push-Url"] == response.context["next_url"]
+    # A form change sends every field, empty ones too; the address bar gets the clean query.
+    changed = reviewer.get(
+        f"{QUEUE}?run={run.pk}&backend=&model=&axis=&outcome=failed&outcome=errored&sort=task",
+        headers={"HX-Request": "true", "HX-Target": "queue-results"},
+    )
+    assert changed["HX-Push-Url"] == f"{QUEUE}?run={run.pk}&sort=task"
     # The rows link to the viewer with the queue's filters, so n/p there walk this queue.
     assert f'href="/episodes/{nxt.context["page"].rows[0].pk}/?run={run.pk}&amp;sort=task"' in body
 
