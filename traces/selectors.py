@@ -178,31 +178,34 @@ def _queue_queryset(filters: QueueFilters) -> QuerySet[Episode]:
 @dataclass(frozen=True)
 class QueueCounts:
     total: int
-    by_outcome: dict[str, int]  # within the chosen verdict states
+    # Within the chosen verdict states; None for an outcome the filter leaves out (passed, by
+    # default): counting every passed episode would make the queue's cost grow with the table.
+    by_outcome: dict[str, int | None]
     by_verdict: dict[str, int]  # within the chosen outcomes
 
 
 def queue_counts(*, filters: QueueFilters) -> QueueCounts:
-    """Exact facet counts in one GROUP BY over (outcome, verdict_label): at most 15 rows back."""
+    """Exact facet counts in one GROUP BY over (outcome, verdict_label), read from the
+    episode_review_facets index: at most 15 rows back."""
     rows = (
         _queue_base(filters)
-        .filter(outcome__in=OUTCOME_STATES)
+        .filter(outcome__in=filters.outcomes)
         .values_list("outcome", "verdict_label")
         .annotate(n=Count("*"))
         .order_by()
     )
     wanted_verdicts = set(filters.verdicts or VERDICT_STATES)
-    by_outcome = dict.fromkeys(OUTCOME_STATES, 0)
+    by_outcome: dict[str, int | None] = {
+        o: 0 if o in filters.outcomes else None for o in OUTCOME_STATES
+    }
     by_verdict = dict.fromkeys(VERDICT_STATES, 0)
     total = 0
     for outcome, label, n in rows:
         state = label or "untagged"
+        by_verdict[state] = by_verdict.get(state, 0) + n
         if state in wanted_verdicts:
-            by_outcome[outcome] += n
-        if outcome in filters.outcomes:
-            by_verdict[state] = by_verdict.get(state, 0) + n
-            if state in wanted_verdicts:
-                total += n
+            by_outcome[outcome] = (by_outcome[outcome] or 0) + n
+            total += n
     return QueueCounts(total=total, by_outcome=by_outcome, by_verdict=by_verdict)
 
 

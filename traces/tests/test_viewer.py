@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from traces import hints
 from traces.models import Episode, Step
 from traces.selectors import trace_items
 from traces.tests.review_data import (
@@ -141,12 +142,9 @@ def test_viewer_queries_do_not_grow_with_steps(
     made = episodes(run, 3)
     long_trace(made[1], n_steps)
     # session, user, roles; episode, steps, verdict history, previous, next; the hints.
-    with django_assert_max_num_queries(8 + HINT_QUERIES):
+    with django_assert_max_num_queries(8 + hints.MAX_QUERIES):
         response = reviewer.get(viewer(made[1], f"run={run.pk}"))
     assert len(step_order(response.content.decode())) == n_steps
-
-
-HINT_QUERIES = 6  # traces.hints.episode_hints promises a bounded number of queries
 
 
 def test_a_bad_queue_filter_on_the_viewer_is_a_400(reviewer: Client, db: None) -> None:
