@@ -169,7 +169,9 @@ def refresh_statistics() -> None:
             cursor.execute("ANALYZE")
 
 
-def measure(client: Client, url: str, repeat: int, verbose: bool = False) -> tuple[float, int]:
+def measure(
+    client: Client, url: str, repeat: int, verbose: bool = False
+) -> tuple[float, float, int]:
     response = client.get(url)  # warm-up (and a check that the page works)
     if response.status_code != 200:
         raise SystemExit(f"{url} answered {response.status_code}")
@@ -184,7 +186,7 @@ def measure(client: Client, url: str, repeat: int, verbose: bool = False) -> tup
         print(f"\n{url}")
         for q in sorted(queries.captured_queries, key=lambda q: -float(q["time"]))[:4]:
             print(f"  {float(q['time']) * 1000:7.1f} ms  {q['sql'][:240]}")
-    return statistics.median(times), len(queries)
+    return statistics.median(times), min(times), len(queries)
 
 
 def pages(long: Episode) -> dict[str, Callable[[], str]]:
@@ -237,7 +239,7 @@ def main() -> None:
             Backend.objects.create(name=f"box-{i}", base_url=f"http://box-{i}:8000/v1", model=m)
             for i, m in enumerate(("qwen3-35b", "llama-70b", "gpt-oss-20b", "smollm2"))
         ]
-        results: dict[int, dict[str, tuple[float, int]]] = {}
+        results: dict[int, dict[str, tuple[float, float, int]]] = {}
         long = None
         for size in (args.baseline, args.episodes):
             t0 = time.perf_counter()
@@ -256,14 +258,18 @@ def main() -> None:
             }
         base, big = args.baseline, args.episodes
         print()
-        print(f"{'page':<30} {f'{base:,} episodes':>18} {f'{big:,} episodes':>18} {'ratio':>7}")
+        head = "median / min ms, queries"
+        print(f"{'page':<28} {f'{base:,} episodes':>22} {f'{big:,} episodes':>22} {'ratio':>6}")
+        print(f"{'':<28} {head:>22} {head:>22} {'(med)':>6}")
         for label in results[big]:
-            (t_base, q_base), (t_big, q_big) = results[base][label], results[big][label]
-            print(
-                f"{label:<30} {t_base:>9.1f} ms {q_base:>2} q {t_big:>9.1f} ms {q_big:>2} q "
-                f"{t_big / t_base:>6.2f}x"
-            )
-        print(f"\nmedian of {args.repeat} requests through django.test.Client; aim < 150 ms, flat")
+            (m1, lo1, q1), (m2, lo2, q2) = results[base][label], results[big][label]
+            small = f"{m1:>8.1f} / {lo1:>5.1f} {q1:>3} q"
+            large = f"{m2:>8.1f} / {lo2:>5.1f} {q2:>3} q"
+            print(f"{label:<28} {small} {large} {m2 / m1:>5.2f}x")
+        print(
+            f"\n{args.repeat} requests each through django.test.Client; load average "
+            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; aim < 150 ms, flat"
+        )
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 
