@@ -381,3 +381,42 @@ def trace_items(*, steps: Sequence[Step]) -> list[TraceItem]:
             calls.append(call)
         items.append(TraceItem(step=step, calls=calls))
     return items
+
+
+def episodes_by_id(*, ids: Sequence[int]) -> dict[int, Episode]:
+    """The episodes that exist among ``ids``, with their runs, in one query."""
+    return Episode.objects.select_related("run").in_bulk(list(ids))
+
+
+def first_episodes_of_task(
+    *, run_ids: Sequence[int], task_id: str, trial: int | None = None
+) -> dict[int, Episode]:
+    """For each run, its attempt at ``task_id`` (the given trial, else the lowest), one query."""
+    episodes = Episode.objects.filter(run_id__in=list(run_ids), task_id=task_id)
+    if trial is not None:
+        episodes = episodes.filter(trial=trial)
+    found: dict[int, Episode] = {}
+    for episode in episodes.select_related("run").order_by("run_id", "trial"):
+        found.setdefault(episode.run_id, episode)
+    return found
+
+
+def steps_by_episode(*, episode_ids: Sequence[int]) -> dict[int, list[Step]]:
+    """Each episode's steps in order, in one query (raw responses left behind)."""
+    found: dict[int, list[Step]] = {pk: [] for pk in episode_ids}
+    steps = Step.objects.filter(episode_id__in=list(found)).defer("raw_response")
+    for step in steps.order_by("episode_id", "index"):
+        found[step.episode_id].append(step)
+    return found
+
+
+def episode_other_attempts(*, episode: Episode, limit: int = 6) -> list[Episode]:
+    """The latest other attempts at the same task (other runs and trials), for the compare
+    links: one query on the task_id index, however many attempts exist."""
+    return list(
+        Episode.objects.filter(task_id=episode.task_id)
+        .exclude(pk=episode.pk)
+        .select_related("run")
+        .only("id", "trial", "outcome", "run_id", "run__model_name", "run__suite_name")
+        .order_by("-id")[:limit]
+    )
