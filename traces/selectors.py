@@ -72,6 +72,11 @@ QUEUE_SORTS: dict[str, tuple[str, tuple[str, ...], bool]] = {
 }
 
 
+def is_id(value: str) -> bool:
+    """A whole number that fits a database id (bigint), so lookups never overflow."""
+    return value.isascii() and value.isdigit() and len(value) <= 18
+
+
 class QueueFilterError(ValueError):
     """A query string the queue cannot honour; the message names the parameter and value."""
 
@@ -106,10 +111,9 @@ class QueueFilters:
 
         runs = []
         for value in strings("run"):
-            try:
-                runs.append(int(value))
-            except ValueError:
-                raise QueueFilterError(f"run={value!r} is not a run id (a whole number)") from None
+            if not is_id(value):
+                raise QueueFilterError(f"run={value!r} is not a run id (a whole number)")
+            runs.append(int(value))
         sort = data.get("sort") or "newest"
         if sort not in QUEUE_SORTS:
             raise QueueFilterError(f"sort={sort!r} is not one of {', '.join(QUEUE_SORTS)}")
@@ -306,14 +310,24 @@ def queue_neighbours(*, filters: QueueFilters, episode: Episode) -> tuple[int | 
     return prev_id, next_id
 
 
-def queue_choices() -> dict[str, list[Any]]:
-    """What the filter form offers: recent runs and the backends, models and suites in use."""
-    runs = list(Run.objects.order_by("-id").values_list("id", "model_name", "suite_name")[:200])
+def queue_choices(*, filters: QueueFilters) -> dict[str, list[Any]]:
+    """What the filter form offers: recent runs and the backends, models and suites in use,
+    plus whatever the filters already name, so that changing one filter never drops another."""
+    fields = ("id", "model_name", "suite_name")
+    runs = list(Run.objects.order_by("-id").values_list(*fields)[:200])
+    missing = set(filters.runs) - {r[0] for r in runs}
+    if missing:  # an older run from a bookmark: one more query, for those ids only
+        runs += list(Run.objects.filter(id__in=missing).order_by("-id").values_list(*fields))
     names = Run.objects.order_by().values_list("model_name", "suite_name").distinct()
-    models = sorted({m for m, _ in names})
-    suites = sorted({s for _, s in names})
-    backends = list(Backend.objects.order_by("name").values_list("name", flat=True))
-    return {"runs": runs, "models": models, "suites": suites, "backends": backends}
+    models = sorted({m for m, _ in names} | set(filters.models))
+    suites = sorted({s for _, s in names} | set(filters.suites))
+    backends = Backend.objects.order_by("name").values_list("name", flat=True)
+    return {
+        "runs": runs,
+        "models": models,
+        "suites": suites,
+        "backends": sorted(set(backends) | set(filters.backends)),
+    }
 
 
 # --- The trace viewer --------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from traces.selectors import (
     episode_verdicts,
     episodes_by_id,
     first_episodes_of_task,
+    is_id,
     queue_choices,
     queue_counts,
     queue_neighbours,
@@ -65,7 +66,7 @@ def _anchor(request: HttpRequest, name: str) -> Episode | None:
     if not value:
         return None
     keys = Episode.objects.only("id", "task_id", "completion_tokens", "n_steps")
-    anchor = keys.filter(pk=int(value)).order_by().first() if value.isdigit() else None
+    anchor = keys.filter(pk=int(value)).order_by().first() if is_id(value) else None
     if anchor is None:
         raise QueueFilterError(f"{name}={value!r} is not an episode of this database")
     return anchor
@@ -90,7 +91,6 @@ def _queue_url(filters: QueueFilters, **extra: Any) -> str:
 def review_queue(request: HttpRequest) -> HttpResponse:
     """Failed and errored episodes across runs, filtered by the query string."""
     context: dict[str, Any] = {
-        "choices": queue_choices(),
         "sorts": {name: label for name, (label, _, _) in QUEUE_SORTS.items()},
         "outcome_states": OUTCOME_STATES,
         "verdict_states": VERDICT_STATES,
@@ -99,11 +99,12 @@ def review_queue(request: HttpRequest) -> HttpResponse:
         filters = QueueFilters.from_query(request.GET)
         after, before = _anchor(request, "after"), _anchor(request, "before")
     except QueueFilterError as exc:
-        context["filters"] = QueueFilters()
-        context["error"] = str(exc)
+        context |= {"filters": QueueFilters(), "error": str(exc)}
+        context["choices"] = queue_choices(filters=context["filters"])
         return render(request, "traces/review_queue.html", context, status=400)
     page = queue_page(filters=filters, after=after, before=before)
     context |= {
+        "choices": queue_choices(filters=filters),
         "filters": filters,
         "page": page,
         "counts": queue_counts(filters=filters),

@@ -94,6 +94,15 @@ def test_every_filter_lives_in_the_query_string(
     assert response.context["counts"].total == len(expected(mixed))
 
 
+def test_a_bookmarked_old_run_stays_selected(reviewer: Client, mixed: dict) -> None:
+    old = mixed["a"]
+    for i in range(200):  # push it out of the form's 200 most recent runs
+        bare_run(model=f"m{i}")
+    body = reviewer.get(f"{QUEUE}?run={old.pk}&model=gone").content.decode()
+    assert f'<option value="{old.pk}" selected>' in body
+    assert "<option selected>gone</option>" in body
+
+
 def test_facets_count_the_other_dimension_of_the_filter(mixed: dict) -> None:
     filters = QueueFilters(
         runs=(mixed["a"].pk,), verdicts=("untagged",), outcomes=("failed", "errored", "passed")
@@ -111,6 +120,8 @@ def test_facets_count_the_other_dimension_of_the_filter(mixed: dict) -> None:
         ("outcome=won", "outcome='won' is not one of"),
         ("verdict=blame", "verdict='blame' is not one of"),
         ("run=abc", "run='abc' is not a run id"),
+        ("run=99999999999999999999", "is not a run id"),
+        ("before=99999999999999999999", "is not an episode"),
         ("sort=random", "sort='random' is not one of"),
         ("after=999999", "after='999999' is not an episode"),
     ],
