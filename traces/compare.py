@@ -77,17 +77,21 @@ def shape(step: Step) -> tuple[str, ...]:
     if step.role == Step.Role.TOOL:
         return (step.role, step.tool_name)
     if step.role == Step.Role.ASSISTANT:
-        return (step.role, *(str(c.get("name") or "") for c in step.tool_calls or []))
+        return (step.role, *(str(c.get("name") or "") for c in _calls(step)))
     return (step.role,)
 
 
 def signature(step: Step) -> tuple[Any, ...]:
     """What must match for two aligned steps to count as the same (role, tool, args, text)."""
     if step.role == Step.Role.ASSISTANT and step.tool_calls:
-        return (step.role, tuple(_call_signature(c) for c in step.tool_calls))
+        return (step.role, tuple(_call_signature(c) for c in _calls(step)))
     if step.role == Step.Role.TOOL:
         return (step.role, step.tool_name, step.is_error, step.content.strip())
     return (step.role, step.content.strip())
+
+
+def _calls(step: Step) -> list[dict[str, Any]]:
+    return [c for c in step.tool_calls or [] if isinstance(c, dict)]
 
 
 def _call_signature(call: dict[str, Any]) -> tuple[str, str]:
@@ -181,7 +185,7 @@ def display_rows(
 def cell(step: Step, hazards: Sequence[str] = ()) -> Cell:
     text, hidden = clip(step.content)
     calls = []
-    for call in step.tool_calls or []:
+    for call in _calls(step):
         parsed = call.get("parsed")
         if isinstance(parsed, dict):
             arguments = json.dumps(parsed, indent=2, ensure_ascii=False)

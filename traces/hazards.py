@@ -77,7 +77,7 @@ def episode_hazards(*, episode: Episode, steps: Sequence[Step]) -> list[Hazard]:
     explained: set[str] = set()  # tool calls whose error a specific hazard already explains
     for step in steps:
         if step.role == Step.Role.ASSISTANT:
-            for call in step.tool_calls or []:
+            for call in _calls(step):
                 result = results.get(call.get("id") or "")
                 found = list(_call_hazards(step, call, result))
                 if found and result is not None:
@@ -178,20 +178,31 @@ def _episode_level_hazards(episode: Episode, steps: Sequence[Step]) -> Iterable[
     answer = episode.final_answer or (final.content if final is not None else "")
     if not answer or episode.stalled:
         return
-    grounded = _numbers(episode.goal)
+    # The model's own tool arguments count as a source too: "32**2 = 1024" after calc("32**2")
+    # shows its work, it does not invent the 2.
+    sources = [episode.goal]
     for step in steps:
         if step.role == Step.Role.TOOL:
-            grounded |= _numbers(step.content)
-    missing = [n for n in _numbers_in_order(answer) if _canonical(n) not in grounded]
+            sources.append(step.content)
+        sources.extend(str(call.get("arguments") or "") for call in _calls(step))
+    given = _numbers_in_order(answer)
+    unsourced = _unsourced({_canonical(n) for n in given}, sources)
+    missing = [n for n in given if _canonical(n) in unsourced]
     if missing:
         shown = ", ".join(dict.fromkeys(missing))
         yield Hazard(
             UNGROUNDED_NUMBER,
             final.index if final is not None else last,
             "A number in the answer comes from nowhere",
-            f"The final answer gives {shown}, which appears in no tool result and not in the "
-            "goal. The model may have computed it in its head, or guessed.",
+            f"The final answer gives {shown}, which appears in no tool result, none of the "
+            "model's tool arguments and not in the goal. The model may have computed it in its "
+            "head, or guessed.",
         )
+
+
+def _calls(step: Step) -> list[dict[str, Any]]:
+    # Imported traces are normalised on the way in, but a malformed entry must not break the page.
+    return [c for c in step.tool_calls or [] if isinstance(c, dict)]
 
 
 def _final_step(steps: Sequence[Step]) -> Step | None:
@@ -292,6 +303,19 @@ def _binds_result(tree: ast.AST) -> bool:
         if isinstance(node, ast.alias) and (node.asname or node.name) == "result":
             return True
     return False
+
+
+def _unsourced(numbers: set[str], sources: Iterable[str]) -> set[str]:
+    """The canonical numbers that no source contains. A plain substring test on the integer
+    digits comes first, so long tool results without the digits are never tokenised."""
+    missing = set(numbers)
+    for text in sources:
+        if not missing:
+            break
+        flat = text.replace(",", "")
+        if any(n.lstrip("-").partition(".")[0] in flat for n in missing):
+            missing -= _numbers(text)
+    return missing
 
 
 def _numbers_in_order(text: str) -> list[str]:

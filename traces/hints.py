@@ -2,8 +2,10 @@
 
 Hazards (traces/hazards.py) read one trace; hints compare it with the other attempts at the same
 task. They are only ever shown, with the steps that support them, for a reviewer to judge; nothing
-here records a verdict. A bounded number of queries whatever the size of the tables:
-:data:`MAX_QUERIES`.
+here records a verdict. A bounded number of queries whatever the size of the tables
+(:data:`MAX_QUERIES`), and bounded work too: the cross-run hints look at the latest
+:data:`RECENT_ATTEMPTS` other attempts at the task, so "every model" means every model among
+those.
 """
 
 from __future__ import annotations
@@ -30,13 +32,15 @@ MAX_COMPARED_CHARS = 2_000
 MAX_COMPARED_RESULTS = 50
 MAX_SHOWN_CHARS = 160
 MAX_EVIDENCE = 8
+# How many of the latest other attempts at the task the cross-run hints look at.
+RECENT_ATTEMPTS = 1_000
 
 
 @dataclass(frozen=True)
 class Hint:
     kind: str
     message: str
-    evidence: list[tuple[str, str]]  # (label, url of the step)
+    evidence: list[tuple[str, str]]  # (label, url of a step, or of the compare page)
 
 
 def step_url(episode_id: int, index: int) -> str:
@@ -58,12 +62,14 @@ def episode_hints(*, episode: Episode) -> list[Hint]:
 
 
 def _search_near_misses(episode: Episode, steps: list[Step]) -> list[Hint]:
-    queries = {
-        call.get("id"): (call.get("parsed") or {}).get("query")
-        for step in steps
-        for call in step.tool_calls or []
-        if call.get("name") == "web_search"
-    }
+    queries: dict[str, object] = {}  # tool call id -> the query it sent
+    for step in steps:
+        for call in step.tool_calls or []:
+            if isinstance(call, dict) and call.get("name") == "web_search":
+                parsed = call.get("parsed")
+                queries[call.get("id") or ""] = (
+                    parsed.get("query") if isinstance(parsed, dict) else None
+                )
     hints = []
     for step in steps:
         if step.role != Step.Role.TOOL or step.tool_name != "web_search":
@@ -98,13 +104,23 @@ def _cross_run_hints(
     if not results:
         return []
     contents = list(results)[:MAX_COMPARED_RESULTS]
-    same_task = Q(episode__task_id=episode.task_id, episode__run__suite_name=suite_name)
+    # The other attempts at this task, latest first, at most RECENT_ATTEMPTS of them: the work
+    # stays flat however many runs the table holds (a subquery, not a round trip).
+    recent = (
+        Episode.objects.filter(
+            task_id=episode.task_id,
+            run__suite_name=suite_name,
+            outcome__in=[Episode.Outcome.PASSED, Episode.Outcome.FAILED],
+        )
+        .exclude(pk=episode.pk)
+        .order_by("-id")
+        .values("id")[:RECENT_ATTEMPTS]
+    )
     failed = Q(episode__outcome=Episode.Outcome.FAILED)
-    # Per (result, model): how many other failed and passed episodes of the task saw it, and
-    # one failed step to cite.
+    # Per (result, model): how many of those failed and passed with it, and one failed step to
+    # cite.
     rows = (
-        Step.objects.filter(same_task, role=Step.Role.TOOL, content__in=contents)
-        .exclude(episode=episode)
+        Step.objects.filter(episode__in=recent, role=Step.Role.TOOL, content__in=contents)
         .values("content", "episode__run__model_name")
         .annotate(
             n_failed=Count("episode", distinct=True, filter=failed),
@@ -122,11 +138,11 @@ def _cross_run_hints(
         return []
 
     errors = {c: rows_ for c, rows_ in by_content.items() if results[c].is_error}
-    attempted: set[str] = set()
+    attempted: set[str] = {model_name}
     if errors:
-        attempted = set(
-            Episode.objects.filter(task_id=episode.task_id, run__suite_name=suite_name)
-            .filter(outcome__in=[Episode.Outcome.PASSED, Episode.Outcome.FAILED])
+        attempted |= set(
+            Episode.objects.filter(pk__in=recent)
+            .order_by()
             .values_list("run__model_name", flat=True)
             .distinct()
         )
@@ -170,11 +186,21 @@ def _cross_run_hints(
                         step_url(example["episode_id"], example["index"]),
                     )
                 )
-        hints.append(
-            _cross_run_hint(
-                kind, episode, own, content, content_rows, models, evidence[:MAX_EVIDENCE]
-            )
+        evidence = evidence[:MAX_EVIDENCE]
+        # Side by side with another model's attempt when there is one: that is the contrast.
+        ranked = sorted(content_rows, key=lambda r: r["episode__run__model_name"] == model_name)
+        first_other = next(
+            (examples[r["example"]] for r in ranked if r["example"] in examples), None
         )
+        if first_other is not None:
+            other_id = first_other["episode_id"]
+            evidence.append(
+                (
+                    f"compare this episode with episode {other_id} side by side",
+                    reverse("traces:compare") + f"?a={episode.pk}&b={other_id}#divergence",
+                )
+            )
+        hints.append(_cross_run_hint(kind, episode, own, content, content_rows, models, evidence))
     return hints
 
 

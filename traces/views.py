@@ -284,7 +284,16 @@ def compare(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "traces/compare.html",
-        {"a": a, "b": b, "rows": rows, "alignment": alignment, "counts": counts},
+        {
+            "a": a,
+            "b": b,
+            "rows": rows,
+            "alignment": alignment,
+            "counts": counts,
+            # Reversed once, not once per cell: a 500-step pair has a thousand cells.
+            "viewer_a": reverse("traces:episode_detail", args=[a.pk]),
+            "viewer_b": reverse("traces:episode_detail", args=[b.pk]),
+        },
     )
 
 

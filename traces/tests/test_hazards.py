@@ -207,6 +207,8 @@ def test_numbers_from_tools_or_the_goal_are_grounded_in_any_spelling() -> None:
         .say("For the RTX 5090: 1024 x 2 = 2,048")
     )
     assert trace.hazards() == []
+    shows_work = Trace("What is 32 squared?").tool("calc", {"expression": "32**2"}, "1024")
+    assert shows_work.say("32**2 = 1024").hazards() == []
     ungrounded = Trace("Add 2 and 2.").say("It is 5, or 4.50.").hazards()
     assert kinds(ungrounded) == [(UNGROUNDED_NUMBER, 1)]
     assert "5, 4.50" in ungrounded[0].detail
@@ -229,6 +231,13 @@ def test_unparseable_arguments_and_unknown_tools_point_at_the_call() -> None:
     assert kinds(unknown.hazards()) == [(UNKNOWN_TOOL, 1)]
     # An imported trace's own tools are not "unknown" when they worked.
     assert Trace().tool("lookup_weather", {"city": "Oslo"}, "sunny").hazards() == []
+
+
+def test_malformed_tool_call_entries_are_skipped() -> None:
+    trace = Trace().say("1")
+    trace.steps.insert(1, Step(index=1, role="assistant", tool_calls=["oops", None]))
+    trace.steps[-1].index = 2
+    assert kinds(trace.hazards()) == [(UNGROUNDED_NUMBER, 2)]
 
 
 def test_hostile_content_is_kept_as_text() -> None:

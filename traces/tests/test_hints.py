@@ -86,8 +86,9 @@ def test_same_tool_error_on_every_model() -> None:
     assert "nex-n2-mini, qwen3.5-35b" in hint.message and "INV-17" in hint.message
     other_url = reverse("traces:episode_detail", args=[other.pk]) + "#step-2"
     mine_url = reverse("traces:episode_detail", args=[mine.pk]) + "#step-2"
-    assert [url for _, url in hint.evidence] == [mine_url, other_url]
-    assert "qwen3.5-35b" in hint.evidence[1][0]
+    compare = reverse("traces:compare") + f"?a={mine.pk}&b={other.pk}#divergence"
+    assert [url for _, url in hint.evidence] == [mine_url, other_url, compare]
+    assert "qwen3.5-35b" in hint.evidence[1][0] and "side by side" in hint.evidence[2][0]
     # It is the every-model hint, not also the weaker shared-result one for the same content.
     assert SHARED_FAILURE_RESULT not in by_kind(hints_of(mine))
 
@@ -99,6 +100,15 @@ def test_no_every_model_hint_when_a_model_passed_or_only_one_model_failed() -> N
     make_episode(make_run("qwen3.5-35b"), "failed", [BAD_LOOKUP])
     make_episode(make_run("gpt-oss-20b"), "passed", [("read_record", {"id": "INV-7"}, "ok", False)])
     assert SAME_ERROR_EVERY_MODEL not in by_kind(hints_of(mine))
+
+
+def test_only_the_latest_attempts_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    mine = make_episode(make_run("a"), "failed", [BAD_LOOKUP])
+    make_episode(make_run("c"), "passed", [("read_record", {"id": "INV-7"}, "ok", False)])
+    make_episode(make_run("b"), "failed", [BAD_LOOKUP])
+    assert SAME_ERROR_EVERY_MODEL not in by_kind(hints_of(mine))  # c passed
+    monkeypatch.setattr("traces.hints.RECENT_ATTEMPTS", 1)  # only b's attempt is looked at
+    assert SAME_ERROR_EVERY_MODEL in by_kind(hints_of(mine))
 
 
 def test_different_errors_or_other_tasks_give_no_hint() -> None:
@@ -170,5 +180,9 @@ def test_query_count_is_bounded_whatever_the_rows(n_runs: int) -> None:
     assert len(ctx.captured_queries) == MAX_QUERIES
     found = by_kind(hints)
     assert set(found) == {SAME_ERROR_EVERY_MODEL, SHARED_FAILURE_RESULT, SEARCH_NEAR_MISS}
-    # This episode, then one step per model (its own model's other trials included), capped.
-    assert len(found[SAME_ERROR_EVERY_MODEL].evidence) == min(n_runs + 1, MAX_EVIDENCE)
+    # This episode, then one step per model (its own model's other trials included), capped;
+    # then the compare page against another model's attempt.
+    evidence = found[SAME_ERROR_EVERY_MODEL].evidence
+    assert len(evidence) == min(n_runs + 1, MAX_EVIDENCE) + 1
+    compare_b = int(evidence[-1][1].split("b=")[1].split("#")[0])
+    assert Episode.objects.get(pk=compare_b).run.model_name != "model-0"
