@@ -84,6 +84,14 @@ def test_reviewer_tags_the_xor_failure_by_keyboard_and_moves_on(
     assert (verdict.label, verdict.step.index) == ("model_error", 4)
     assert verdict.reviewer == reviewer_user
 
+    # n/p walk the same queue: back to the XOR failure (now tagged), and on again.
+    page.keyboard.press("p")
+    page.wait_for_url(re.compile(rf"/episodes/{xor.pk}/\?run={run.pk}&sort=task$"))
+    assert page.get_attribute("[data-current-verdict]", "data-current-verdict") == "model_error"
+    assert "by rita" in page.inner_text("ol.history")
+    page.keyboard.press("n")
+    page.wait_for_url(f"**{next_url}")
+
     page.click("nav.crumbs >> text=Queue")
     page.wait_for_url(re.compile(rf"/review/\?run={run.pk}&sort=task$"))
     assert count(page, "verdict-untagged") == 14 and count(page, "verdict-model_error") == 1
