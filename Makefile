@@ -41,6 +41,7 @@ format: install
 
 bench: install
 	$(PY) bench/harness_overhead.py
+	$(PY) bench/pages.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache
