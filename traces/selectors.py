@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Count, Q, QuerySet
 
 from benchrig.harness.scoring import EpisodeOutcome, Summary, summarize
@@ -171,3 +174,14 @@ def run_verdicts(*, run: Run) -> QuerySet[Verdict]:
         .select_related("reviewer", "step")
         .order_by("episode_id", "created_at", "id")
     )
+
+
+def import_job_status(*, job_id: str) -> dict[str, Any] | None:
+    """An upload's import status (see traces.services.import_job_run), or None if unknown."""
+    if not re.fullmatch(r"[0-9a-f]{32}", job_id):
+        return None
+    path = settings.VAR_DIR / "imports" / job_id / "status.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
