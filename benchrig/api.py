@@ -16,7 +16,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from accounts.auth import TokenError
 from traces.api import router as traces_router
 from traces.importers import ImportFormatError, UnknownFormatError
-from traces.services import IngestError, error_path
+from traces.services import IngestError, error_message, error_path
 
 api = NinjaAPI(
     title="benchrig",
@@ -43,7 +43,7 @@ def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
         # ("body", "payload", "episodes", 3, ...) → "episodes[3]..."; query/path params keep
         # their own name.
         loc = loc[2:] if loc[:1] == ["body"] else loc[1:]
-        errors.append((error_path(loc), err["msg"]))
+        errors.append((error_path(loc), error_message(err)))
     return _error(request, 422, "invalid input", errors)
 
 

@@ -129,3 +129,10 @@ def test_traces_import_is_all_or_nothing_and_names_the_line(db: None) -> None:
         )
     assert info.value.errors[0][0] == "line 3: messages[0].role"
     assert not Run.objects.exists()
+
+
+def test_nul_characters_are_refused_by_name(db: None) -> None:
+    run = run_ingest(data=RUN, owner=None)
+    with pytest.raises(IngestError) as info:
+        episodes_ingest(run=run, episodes=[episode(goal="a\x00b")])
+    assert info.value.errors == [("episodes[0].goal", "must not contain NUL (\\u0000) characters")]
