@@ -10,13 +10,14 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 from pydantic import TypeAdapter
@@ -527,15 +528,16 @@ class _Prepared:
     """One validated episode, turned into the rows it becomes."""
 
     source: EpisodeIn
-    episode: Episode
-    steps: list[tuple[Any, ...]]  # STEP_COLUMNS after episode_id
+    episode: dict[str, Any]  # Episode columns (attname → database value), run_id included
+    steps: list[dict[str, Any]]  # Step columns, episode_id added once the episode has its id
 
 
 def _prepare(run: Run, ep: EpisodeIn, now: datetime) -> _Prepared:
     """The episode row with its derived counters, and its step rows in database form. The hot
     path of every ingest: it reads the validated objects once and builds tuples, no models."""
-    steps: list[tuple[Any, ...]] = []
+    steps: list[dict[str, Any]] = []
     adapt_json = connection.ops.adapt_json_value
+    no_calls = adapt_json([], None)
     created_at = connection.ops.adapt_datetimefield_value(now)
     n_calls = bad = model_calls = 0
     prompt = completion = reasoning = 0
@@ -574,52 +576,51 @@ def _prepare(run: Run, ep: EpisodeIn, now: datetime) -> _Prepared:
             if tool_call_id in call_ids:
                 bad_ids.add(tool_call_id)
         steps.append(
-            (
-                index,
-                m.role,
-                m.content or "",
-                m.reasoning_content or "",
-                adapt_json(stored_calls, None),
-                tool_call_id,
-                m.name or "",
-                m.is_error,
-                usage.prompt_tokens if usage else None,
-                usage.completion_tokens if usage else None,
-                usage.reasoning_tokens if usage else None,
-                m.latency_ms,
-                "",
-                None,
-                created_at,
-            )
+            {
+                "index": index,
+                "role": m.role,
+                "content": m.content or "",
+                "reasoning": m.reasoning_content or "",
+                "tool_calls": adapt_json(stored_calls, None) if stored_calls else no_calls,
+                "tool_call_id": tool_call_id,
+                "tool_name": m.name or "",
+                "is_error": m.is_error,
+                "prompt_tokens": usage.prompt_tokens if usage else None,
+                "completion_tokens": usage.completion_tokens if usage else None,
+                "reasoning_tokens": usage.reasoning_tokens if usage else None,
+                "latency_ms": m.latency_ms,
+                "created_at": created_at,
+            }
         )
     optimal = ep.optimal_calls if ep.optimal_calls is not None else n_calls
     check = ep.check
-    episode = Episode(
-        run=run,
-        task_id=ep.task_id,
-        axis=ep.axis,
-        trial=ep.trial,
-        external_id=ep.external_id or "",
-        goal=ep.goal,
-        outcome=ep.resolved_outcome,
-        error=ep.error,
-        final_answer=ep.final_answer,
-        check_expected=check.expected if check else "",
-        check_got=check.got if check else "",
-        check_detail=check.detail if check else "",
-        n_steps=len(steps),
-        n_tool_calls=n_calls,
-        optimal_calls=optimal,
-        bad_calls=bad,
-        model_calls=model_calls,
-        stalled=ep.stalled,
-        tool_efficiency=tool_efficiency(optimal_calls=optimal, n_calls=n_calls, bad_calls=bad),
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        reasoning_tokens=reasoning,
-        wall_ms=ep.wall_ms if ep.wall_ms is not None else 0.0,
-        finished_at=now,
-    )
+    episode = {
+        "run_id": run.pk,
+        "task_id": ep.task_id,
+        "axis": ep.axis,
+        "trial": ep.trial,
+        "external_id": ep.external_id or "",
+        "goal": ep.goal,
+        "outcome": ep.resolved_outcome,
+        "error": ep.error,
+        "final_answer": ep.final_answer,
+        "check_expected": check.expected if check else "",
+        "check_got": check.got if check else "",
+        "check_detail": check.detail if check else "",
+        "n_steps": len(steps),
+        "n_tool_calls": n_calls,
+        "optimal_calls": optimal,
+        "bad_calls": bad,
+        "model_calls": model_calls,
+        "stalled": ep.stalled,
+        "tool_efficiency": tool_efficiency(optimal_calls=optimal, n_calls=n_calls, bad_calls=bad),
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "reasoning_tokens": reasoning,
+        "wall_ms": ep.wall_ms if ep.wall_ms is not None else 0.0,
+        "started_at": created_at,
+        "finished_at": created_at,
+    }
     return _Prepared(source=ep, episode=episode, steps=steps)
 
 
@@ -690,8 +691,8 @@ def episodes_write(*, run: Run, episodes: list[EpisodeIn]) -> IngestResult:
 def _episodes_write(run: Run, episodes: list[EpisodeIn]) -> IngestResult:
     now = timezone.now()
     prepared = [_prepare(run, ep, now) for ep in episodes]
-    keys = {(p.episode.task_id, p.episode.trial) for p in prepared}
-    external = {p.episode.external_id for p in prepared if p.episode.external_id}
+    keys = {(p.source.task_id, p.source.trial) for p in prepared}
+    external = {p.source.external_id for p in prepared if p.source.external_id}
     match = Q(task_id__in={k[0] for k in keys}, trial__in={k[1] for k in keys})
     if external:
         match |= Q(external_id__in=external)
@@ -707,7 +708,7 @@ def _episodes_write(run: Run, episodes: list[EpisodeIn]) -> IngestResult:
     conflicts: list[tuple[str, str]] = []
     unchanged = 0
     for i, p in enumerate(prepared):
-        ep = p.episode
+        ep = p.source
         old = by_key.get((ep.task_id, ep.trial))
         if old is None and ep.external_id:
             old = by_ext.get(ep.external_id)
@@ -734,45 +735,50 @@ def _episodes_write(run: Run, episodes: list[EpisodeIn]) -> IngestResult:
     if not fresh:
         return IngestResult(created=0, unchanged=unchanged)
     with transaction.atomic():
-        created = Episode.objects.bulk_create([p.episode for p in fresh])
-        rows = [(e.pk, *step) for p, e in zip(fresh, created, strict=True) for step in p.steps]
-        _steps_insert(rows)
+        _rows_insert(Episode, [p.episode for p in fresh])
+        # The new ids, by key: one query, rather than relying on RETURNING from executemany.
+        fresh_keys = {(p.source.task_id, p.source.trial) for p in fresh}
+        ids = {
+            (task, trial): pk
+            for task, trial, pk in Episode.objects.filter(
+                run=run,
+                task_id__in={k[0] for k in fresh_keys},
+                trial__in={k[1] for k in fresh_keys},
+            ).values_list("task_id", "trial", "id")
+        }
+        rows = []
+        for p in fresh:
+            episode_id = ids[(p.source.task_id, p.source.trial)]
+            for step in p.steps:
+                step["episode_id"] = episode_id
+                rows.append(step)
+        _rows_insert(Step, rows)
         run_counters_update(run=run)
     return IngestResult(created=len(fresh), unchanged=unchanged)
 
 
-STEP_COLUMNS = (
-    "episode_id",
-    "index",
-    "role",
-    "content",
-    "reasoning",
-    "tool_calls",
-    "tool_call_id",
-    "tool_name",
-    "is_error",
-    "prompt_tokens",
-    "completion_tokens",
-    "reasoning_tokens",
-    "latency_ms",
-    "finish_reason",
-    "raw_response",
-    "created_at",
-)
-
-
-def _steps_insert(rows: list[tuple[Any, ...]]) -> None:
-    """One executemany of prepared rows. Step.objects.bulk_create spent ~80% of the ingest time
-    preparing each field of each instance (and splits into several statements on SQLite past its
-    parameter limit); the rows here are already in database form (JSON and datetimes adapted by
-    connection.ops), so this is the insert a DBA would write, in one round of the driver."""
+def _rows_insert(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
+    """One executemany of rows already in database form (JSON and datetimes adapted by
+    connection.ops). bulk_create spent most of the ingest time preparing each field of each
+    instance, and splits into several statements past SQLite's parameter limit; this is the
+    insert a DBA would write. Columns a row leaves out (fields added to the model later) get the
+    field's default, so the insert never falls behind the model."""
     if not rows:
         return
-    table = connection.ops.quote_name(Step._meta.db_table)
-    columns = ", ".join(connection.ops.quote_name(c) for c in STEP_COLUMNS)
-    marks = ", ".join(["%s"] * len(STEP_COLUMNS))
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    given = [f for f in fields if f.attname in rows[0]]
+    missing = [f for f in fields if f.attname not in rows[0]]
+    defaults = tuple(f.get_db_prep_save(f.get_default(), connection) for f in missing)
+    quote = connection.ops.quote_name
+    sql = "INSERT INTO {} ({}) VALUES ({})".format(
+        quote(model._meta.db_table),
+        ", ".join(quote(f.column) for f in given + missing),
+        ", ".join(["%s"] * len(fields)),
+    )
+    row_values = itemgetter(*(f.attname for f in given))
+    values = [row_values(row) + defaults for row in rows]
     with connection.cursor() as cursor:
-        cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
+        cursor.executemany(sql, values)
 
 
 def run_counters_update(*, run: Run) -> None:

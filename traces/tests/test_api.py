@@ -236,9 +236,9 @@ def test_batch_queries_are_constant(api: Api, size: int, django_assert_num_queri
     run_id = make_run(api)
     api.post(f"/runs/{run_id}/episodes", {"episodes": [episode("warm")]})
     batch = {"episodes": [episode(f"t{i}") for i in range(size)]}
-    # token, role, last_used; run; stored keys; savepoint, episodes insert, steps insert, counts,
-    # max trial, summary, run update, release
-    with django_assert_num_queries(13):
+    # token, role, last_used; run; stored keys; savepoint, episodes insert, their ids, steps
+    # insert, counts, max trial, summary, run update, release
+    with django_assert_num_queries(14):
         assert api.post(f"/runs/{run_id}/episodes", batch).status_code == 201
     # a re-send reads the stored episodes and their steps, and writes nothing
     with django_assert_num_queries(6):
