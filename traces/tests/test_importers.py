@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +183,34 @@ def test_upload_errors_name_the_place_in_the_file(operator: Client) -> None:
     assert not Run.objects.exists()
     assert import_job_status(job_id=job_id)["state"] == "failed"
     assert operator.get(reverse("traces:import_status", args=["0" * 32])).status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_upload_is_imported_by_a_real_worker(live_database_url: str, operator: Client) -> None:
+    """The whole path: form → file under var/ → Celery message → worker process → status page."""
+    job_id = upload(operator, jsonl({"run": RUN, **episode("t1")}, episode("t2")))
+    env = {**os.environ, "DATABASE_URL": live_database_url}
+    worker = subprocess.Popen(
+        [str(Path(sys.executable).parent / "celery"), "-A", "benchrig", "worker",
+         "--pool=solo", "--loglevel=WARNING", "--without-heartbeat", "--without-gossip",
+         "--without-mingle"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            status = import_job_status(job_id=job_id)
+            if status and status["state"] in ("done", "failed"):
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("the worker did not import the upload within 90 s")
+    finally:
+        worker.terminate()
+        _, err = worker.communicate(timeout=30)
+    assert status["state"] == "done", (status, err.decode()[-2000:])
+    page = operator.get(reverse("traces:import_status", args=[job_id])).content.decode()
+    assert f"run #{Run.objects.get().pk}" in page and Episode.objects.count() == 2
 
 
 # ---- the property ---------------------------------------------------------------------------
