@@ -939,6 +939,12 @@ def import_job_run(*, job_id: str) -> dict[str, Any]:
                 errors=[(exc.where, exc.message)],
                 episodes=0,
             )
+        except Exception as exc:
+            # Not the file's fault (the database went away, a bug): say so on the status page
+            # rather than leave it "running" forever, and let the task fail loudly.
+            status.update(state="failed", detail=f"the import crashed: {exc!r}", errors=[])
+            _status_write(job_id, status)
+            raise
         else:
             status.update(state="done", runs=[run.pk for run in runs], bytes_read=status["size"])
     if status["state"] == "done":
