@@ -137,17 +137,24 @@ def test_upload_page_is_for_operators(reviewer: Client, anonymous: Client) -> No
     assert anonymous.get(reverse("traces:import_upload")).status_code == 302
 
 
-def upload(client: Client, data: bytes) -> str:
+@pytest.fixture
+def imports_dir(settings: Any, tmp_path: Path) -> Path:
+    """Uploads and their status files go to a temporary folder instead of var/imports/."""
+    settings.VAR_DIR = tmp_path
+    return tmp_path / "imports"
+
+
+def upload(client: Client, data: bytes, name: str = "my run.jsonl") -> str:
     response = client.post(
         reverse("traces:import_upload"),
-        {"file": SimpleUploadedFile("my run.jsonl", data), "format": "openai-jsonl"},
+        {"file": SimpleUploadedFile(name, data), "format": "openai-jsonl"},
     )
     assert response.status_code == 302, response.content
     return response["Location"].rstrip("/").rsplit("/", 1)[1]
 
 
 def test_upload_then_worker_service_then_status_shows_runs(
-    operator: Client, reviewer_user: User, django_capture_on_commit_callbacks: Any
+    operator: Client, imports_dir: Path, django_capture_on_commit_callbacks: Any
 ) -> None:
     assert operator.get(reverse("traces:import_upload")).status_code == 200
     with django_capture_on_commit_callbacks() as enqueued:
@@ -156,8 +163,10 @@ def test_upload_then_worker_service_then_status_shows_runs(
     page = operator.get(reverse("traces:import_status", args=[job_id]))
     assert b"waiting for a worker" in page.content and b'hx-trigger="every 1s"' in page.content
     # What the worker's task does (tests call the service, not an eager Celery):
+    assert (imports_dir / job_id / "upload").exists()
     status = import_job_run(job_id=job_id)
     assert status["state"] == "done" and status["episodes"] == 2
+    assert not (imports_dir / job_id / "upload").exists()  # stored now; the copy is dropped
     fragment = operator.get(
         reverse("traces:import_status", args=[job_id]), headers={"HX-Request": "true"}
     )
@@ -172,14 +181,15 @@ def test_upload_then_worker_service_then_status_shows_runs(
     assert other.get(reverse("traces:import_status", args=[job_id])).status_code == 404
 
 
-def test_upload_errors_name_the_place_in_the_file(operator: Client) -> None:
-    hostile = episode("t2")
-    hostile["messages"][0]["role"] = "<script>alert(1)</script>"
-    job_id = upload(operator, jsonl({"run": RUN, **episode("t1")}, hostile))
+def test_upload_errors_name_the_place_in_the_file(operator: Client, imports_dir: Path) -> None:
+    broken = episode("t2")
+    broken["messages"][0]["role"] = "robot"
+    hostile_name = "<img src=x onerror=alert(1)>.jsonl"
+    job_id = upload(operator, jsonl({"run": RUN, **episode("t1")}, broken), name=hostile_name)
     assert import_job_run(job_id=job_id)["state"] == "failed"
     page = operator.get(reverse("traces:import_status", args=[job_id])).content.decode()
     assert "Nothing was imported" in page and "<code>line 2: messages[0].role</code>" in page
-    assert "<script>alert(1)</script>" not in page
+    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;.jsonl" in page
     assert not Run.objects.exists()
     assert import_job_status(job_id=job_id)["state"] == "failed"
     assert operator.get(reverse("traces:import_status", args=["0" * 32])).status_code == 404
@@ -211,6 +221,26 @@ def test_upload_is_imported_by_a_real_worker(live_database_url: str, operator: C
     assert status["state"] == "done", (status, err.decode()[-2000:])
     page = operator.get(reverse("traces:import_status", args=[job_id])).content.decode()
     assert f"run #{Run.objects.get().pk}" in page and Episode.objects.count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_status_page_polls_until_the_import_is_done(
+    page: Any, login: Any, operator_user: User, tmp_path: Path, imports_dir: Path
+) -> None:
+    """In a real browser: the upload form, then the status fragment that htmx keeps polling."""
+    login(page, "otto")
+    page.goto(reverse("traces:import_upload"))
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(jsonl({"run": RUN, **episode("t1")}, episode("t2")))
+    page.set_input_files("input[name=file]", str(path))
+    page.select_option("select[name=format]", "openai-jsonl")
+    page.click("form.import-form button[type=submit]")
+    page.wait_for_url("**/import/*/")
+    assert "waiting for a worker" in page.inner_text("#import-status")
+    job_id = page.url.rstrip("/").rsplit("/", 1)[1]
+    import_job_run(job_id=job_id)  # what the worker does
+    page.wait_for_selector("text=Imported 2 episodes", timeout=10_000)
+    assert page.locator("#import-status a").count() == 1
 
 
 # ---- the property ---------------------------------------------------------------------------
