@@ -3,8 +3,11 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
+from benchrig.api import api
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/", api.urls),
     path("accounts/", include("accounts.urls")),
     path("", include("traces.urls")),
 ]

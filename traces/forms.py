@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 
+from traces.importers import IMPORTERS
 from traces.models import Episode, Step, Verdict
 
 
@@ -28,3 +29,8 @@ class VerdictForm(forms.Form):
         if step is None:
             raise forms.ValidationError(f"step {index} is not a step of this episode")
         return step
+
+
+class TraceUploadForm(forms.Form):
+    file = forms.FileField()
+    format = forms.ChoiceField(choices=[(name, name) for name in sorted(IMPORTERS)])

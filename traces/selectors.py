@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.db.models import Count, Q, QuerySet
 from django.http import QueryDict
 
@@ -434,3 +436,130 @@ def episode_other_attempts(*, episode: Episode, limit: int = 6) -> list[Episode]
         .only("id", "trial", "outcome", "run_id", "run__model_name", "run__suite_name")
         .order_by("-id")[:limit]
     )
+
+
+# ---- the ingest wire shape, read back -------------------------------------------------------
+
+
+def step_message(step: Step) -> dict[str, Any]:
+    """A stored step as an OpenAI chat message (the EpisodeIn message shape, normalised: absent
+    strings are "", absent tool calls []). Tool calls keep their raw arguments as sent."""
+    tokens = (step.prompt_tokens, step.completion_tokens, step.reasoning_tokens)
+    return {
+        "role": step.role,
+        "content": step.content,
+        "reasoning_content": step.reasoning,
+        "tool_calls": [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["name"], "arguments": call["arguments"]},
+            }
+            for call in step.tool_calls
+        ],
+        "tool_call_id": step.tool_call_id,
+        "name": step.tool_name,
+        "is_error": step.is_error,
+        "usage": None
+        if all(t is None for t in tokens)
+        else {
+            "prompt_tokens": step.prompt_tokens or 0,
+            "completion_tokens": step.completion_tokens or 0,
+            "reasoning_tokens": step.reasoning_tokens or 0,
+        },
+        "latency_ms": step.latency_ms,
+    }
+
+
+def episode_check(episode: Episode) -> dict[str, Any] | None:
+    """The check result, or None when the producer sent no expected/got/detail."""
+    if not (episode.check_expected or episode.check_got or episode.check_detail):
+        return None
+    return {
+        "passed": episode.outcome == Episode.Outcome.PASSED,
+        "expected": episode.check_expected,
+        "got": episode.check_got,
+        "detail": episode.check_detail,
+    }
+
+
+def episode_export(*, episode: Episode, steps: list[Step]) -> dict[str, Any]:
+    """An episode in the EpisodeIn shape, normalised as documented in the README: exporting an
+    imported episode gives back what was sent."""
+    return {
+        "task_id": episode.task_id,
+        "axis": episode.axis,
+        "trial": episode.trial,
+        "external_id": episode.external_id or None,
+        "goal": episode.goal,
+        "outcome": episode.outcome,
+        "check": episode_check(episode),
+        "final_answer": episode.final_answer,
+        "error": episode.error,
+        "optimal_calls": episode.optimal_calls,
+        "stalled": episode.stalled,
+        "wall_ms": episode.wall_ms,
+        "messages": [step_message(step) for step in steps],
+    }
+
+
+def run_for_external_id(*, owner: Any, external_id: str) -> Run | None:
+    owner_q = Q(triggered_by=owner) if owner is not None else Q(triggered_by__isnull=True)
+    return (
+        Run.objects.filter(owner_q, backend_config__external_id=external_id).order_by("id").first()
+    )
+
+
+def run_export(run: Run) -> dict[str, Any]:
+    """A run in the RunIn shape (what an import of it was given)."""
+    config = run.backend_config or {}
+    return {
+        "model": run.model_name,
+        "suite": run.suite_name,
+        "suite_version": run.suite_version,
+        "suite_hash": run.suite_hash,
+        "source": {"name": run.source_name, "version": run.source_version}
+        if run.source_name or run.source_version
+        else None,
+        "sampling": config.get("sampling", {}),
+        "metadata": run.metadata,
+        "external_id": config.get("external_id"),
+    }
+
+
+def run_episodes_page(*, run: Run, limit: int, offset: int) -> list[Episode]:
+    return list(
+        Episode.objects.filter(run=run).order_by("trial", "task_id", "id")[offset : offset + limit]
+    )
+
+
+def verdicts_by_episode(*, episode_ids: list[int]) -> dict[int, list[Verdict]]:
+    """Every verdict on these episodes, oldest first, in one query."""
+    out: dict[int, list[Verdict]] = {pk: [] for pk in episode_ids}
+    rows = (
+        Verdict.objects.filter(episode_id__in=episode_ids)
+        .select_related("reviewer", "step")
+        .order_by("episode_id", "created_at", "id")
+    )
+    for verdict in rows:
+        out[verdict.episode_id].append(verdict)
+    return out
+
+
+def run_verdicts(*, run: Run) -> QuerySet[Verdict]:
+    return (
+        Verdict.objects.filter(episode__run=run)
+        .select_related("reviewer", "step")
+        .order_by("episode_id", "created_at", "id")
+    )
+
+
+def import_job_status(*, job_id: str) -> dict[str, Any] | None:
+    """An upload's import status (see traces.services.import_job_run), or None if unknown."""
+    if not re.fullmatch(r"[0-9a-f]{32}", job_id):
+        return None
+    path = settings.VAR_DIR / "imports" / job_id / "status.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None

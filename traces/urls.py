@@ -13,4 +13,6 @@ urlpatterns = [
     path("episodes/<int:episode_id>/", views.episode_detail, name="episode_detail"),
     path("episodes/<int:episode_id>/verdicts/", views.episode_verdict, name="episode_verdict"),
     path("compare/", views.compare, name="compare"),
+    path("import/", views.import_upload, name="import_upload"),
+    path("import/<str:job_id>/", views.import_status, name="import_status"),
 ]

@@ -6,15 +6,15 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404, render
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from accounts.roles import reviewer_required
+from accounts.roles import operator_required, reviewer_required
 from traces.compare import CompareQueryError, EpisodePair, align, display_rows, parse_query
-from traces.forms import VerdictForm
+from traces.forms import TraceUploadForm, VerdictForm
 from traces.hazards import episode_hazards
 from traces.hints import episode_hints
 from traces.models import Episode, Run, Step, Verdict
@@ -29,6 +29,7 @@ from traces.selectors import (
     episode_verdicts,
     episodes_by_id,
     first_episodes_of_task,
+    import_job_status,
     is_id,
     queue_choices,
     queue_counts,
@@ -39,7 +40,8 @@ from traces.selectors import (
     trace_items,
 )
 from traces.selectors import run_list as select_runs
-from traces.services import verdict_record
+from traces.services import import_job_create, verdict_record
+from traces.tasks import import_job_task
 
 
 @require_GET
@@ -309,3 +311,40 @@ def _compare_error(request: HttpRequest, message: str, status: int) -> HttpRespo
     return render(
         request, "traces/compare.html", {"error": message, "params": request.GET}, status=status
     )
+
+
+@require_http_methods(["GET", "POST"])
+@operator_required
+def import_upload(request: HttpRequest) -> HttpResponse:
+    """Upload a trace file; a worker imports it and the status page shows progress. Operators
+    only: an import creates runs that appear on every leaderboard."""
+    form = TraceUploadForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        upload = form.cleaned_data["file"]
+        job_id = import_job_create(
+            upload=upload.chunks(),
+            name=upload.name,
+            size=upload.size,
+            fmt=form.cleaned_data["format"],
+            owner=request.user,
+        )
+        import_job_task.delay_on_commit(job_id)
+        return redirect("traces:import_status", job_id=job_id)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "traces/import.html", {"form": form}, status=status)
+
+
+@require_GET
+@operator_required
+def import_status(request: HttpRequest, job_id: str) -> HttpResponse:
+    job = import_job_status(job_id=job_id)
+    if job is None or job["owner_id"] != request.user.pk:
+        raise Http404("no such import")
+    context = {
+        "job": job,
+        "job_id": job_id,
+        "percent": int(100 * job["bytes_read"] / job["size"]) if job["size"] else 100,
+        "runs": Run.objects.filter(pk__in=job["runs"]).order_by("id"),
+    }
+    template = "traces/import_status.html"
+    return render(request, template + "#status" if request.htmx else template, context)
