@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import Group, User
-from django.db import transaction
+import hashlib
+import secrets
+from collections.abc import Iterable
 
+from django.contrib.auth.models import AbstractBaseUser, Group, User
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import ApiToken
 from accounts.roles import ROLES
+
+TOKEN_PREFIX = "brg_"
 
 
 def user_create(*, username: str, password: str, role: str | None, email: str = "") -> User:
@@ -18,3 +26,45 @@ def user_create(*, username: str, password: str, role: str | None, email: str = 
         if role is not None:
             user.groups.add(Group.objects.get_or_create(name=role)[0])
     return user
+
+
+def token_hash(raw: str) -> str:
+    # A plain hash is enough: the secret has 256 bits of entropy, so there is nothing to brute
+    # force, and lookup by hash stays one indexed query.
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def api_token_create(
+    *, owner: AbstractBaseUser, name: str, scopes: Iterable[str]
+) -> tuple[ApiToken, str]:
+    """Create a token; returns it with the raw secret, which is never stored and never shown
+    again."""
+    wanted = sorted(set(scopes))
+    unknown = [s for s in wanted if s not in ApiToken.Scope.values]
+    if unknown:
+        raise ValueError(
+            f"unknown scope {', '.join(unknown)}; choose from {', '.join(ApiToken.Scope.values)}"
+        )
+    if not wanted:
+        raise ValueError("a token needs at least one scope (read, write)")
+    name = name.strip()
+    if not name:
+        raise ValueError("a token needs a name")
+    if len(name) > ApiToken._meta.get_field("name").max_length:
+        raise ValueError("the token name is longer than 100 characters")
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        owner=owner,
+        name=name,
+        prefix=raw[:12],
+        token_hash=token_hash(raw),
+        scopes=" ".join(wanted),
+    )
+    return token, raw
+
+
+def api_token_revoke(*, token: ApiToken) -> ApiToken:
+    """Revoke for good; revoking twice keeps the first time."""
+    ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    token.refresh_from_db(fields=["revoked_at"])
+    return token

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import Count, Q, QuerySet
 
 from benchrig.harness.scoring import EpisodeOutcome, Summary, summarize
@@ -45,3 +47,100 @@ def run_list() -> QuerySet[Run]:
 
 def episode_steps(*, episode: Episode) -> QuerySet[Step]:
     return Step.objects.filter(episode=episode).order_by("index")
+
+
+# ---- the ingest wire shape, read back -------------------------------------------------------
+
+
+def step_message(step: Step) -> dict[str, Any]:
+    """A stored step as an OpenAI chat message (the EpisodeIn message shape, normalised: absent
+    strings are "", absent tool calls []). Tool calls keep their raw arguments as sent."""
+    tokens = (step.prompt_tokens, step.completion_tokens, step.reasoning_tokens)
+    return {
+        "role": step.role,
+        "content": step.content,
+        "reasoning_content": step.reasoning,
+        "tool_calls": [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["name"], "arguments": call["arguments"]},
+            }
+            for call in step.tool_calls
+        ],
+        "tool_call_id": step.tool_call_id,
+        "name": step.tool_name,
+        "is_error": step.is_error,
+        "usage": None
+        if all(t is None for t in tokens)
+        else {
+            "prompt_tokens": step.prompt_tokens or 0,
+            "completion_tokens": step.completion_tokens or 0,
+            "reasoning_tokens": step.reasoning_tokens or 0,
+        },
+        "latency_ms": step.latency_ms,
+    }
+
+
+def episode_check(episode: Episode) -> dict[str, Any] | None:
+    """The check result, or None when the producer sent no expected/got/detail."""
+    if not (episode.check_expected or episode.check_got or episode.check_detail):
+        return None
+    return {
+        "passed": episode.outcome == Episode.Outcome.PASSED,
+        "expected": episode.check_expected,
+        "got": episode.check_got,
+        "detail": episode.check_detail,
+    }
+
+
+def episode_export(*, episode: Episode, steps: list[Step]) -> dict[str, Any]:
+    """An episode in the EpisodeIn shape, normalised as documented in the README: exporting an
+    imported episode gives back what was sent."""
+    return {
+        "task_id": episode.task_id,
+        "axis": episode.axis,
+        "trial": episode.trial,
+        "external_id": episode.external_id or None,
+        "goal": episode.goal,
+        "outcome": episode.outcome,
+        "check": episode_check(episode),
+        "final_answer": episode.final_answer,
+        "error": episode.error,
+        "optimal_calls": episode.optimal_calls,
+        "stalled": episode.stalled,
+        "wall_ms": episode.wall_ms,
+        "messages": [step_message(step) for step in steps],
+    }
+
+
+def steps_by_episode(*, episode_ids: list[int]) -> dict[int, list[Step]]:
+    """Every step of these episodes, in order, in one query."""
+    out: dict[int, list[Step]] = {pk: [] for pk in episode_ids}
+    for step in Step.objects.filter(episode_id__in=episode_ids).order_by("episode_id", "index"):
+        out[step.episode_id].append(step)
+    return out
+
+
+def run_for_external_id(*, owner: Any, external_id: str) -> Run | None:
+    owner_q = Q(triggered_by=owner) if owner is not None else Q(triggered_by__isnull=True)
+    return (
+        Run.objects.filter(owner_q, backend_config__external_id=external_id).order_by("id").first()
+    )
+
+
+def run_export(run: Run) -> dict[str, Any]:
+    """A run in the RunIn shape (what an import of it was given)."""
+    config = run.backend_config or {}
+    return {
+        "model": run.model_name,
+        "suite": run.suite_name,
+        "suite_version": run.suite_version,
+        "suite_hash": run.suite_hash,
+        "source": {"name": run.source_name, "version": run.source_version}
+        if run.source_name or run.source_version
+        else None,
+        "sampling": config.get("sampling", {}),
+        "metadata": run.metadata,
+        "external_id": config.get("external_id"),
+    }

@@ -3,23 +3,40 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, BinaryIO
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import connection, transaction
-from django.db.models import F
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Max, Q
 from django.utils import timezone
+from pydantic import TypeAdapter
+from pydantic import ValidationError as PydanticValidationError
 
 from benchrig.harness import HARNESS_VERSION
 from benchrig.harness.client import ChatClient, Sampling, normalize_base_url
+from benchrig.harness.loop import parse_arguments
 from benchrig.harness.records import EpisodeKey, EpisodeRecord, StepRecord
 from benchrig.harness.runner import plan, run_suite
+from benchrig.harness.scoring import tool_efficiency
 from benchrig.harness.sink import ThreadedSink
 from benchrig.harness.suites import Suite, load_suite
+from traces.importers import importer_for
 from traces.models import Backend, Episode, Run, Step, Verdict
-from traces.selectors import run_counts, run_finished_keys, run_summary
+from traces.schemas import EpisodeIn, MessageIn, RunIn
+from traces.selectors import (
+    episode_export,
+    run_counts,
+    run_export,
+    run_finished_keys,
+    run_for_external_id,
+    run_summary,
+    steps_by_episode,
+)
 
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "max_tokens", "reasoning_effort")
 
@@ -315,3 +332,460 @@ def verdict_record(
         Episode.objects.filter(pk=episode.pk).update(verdict_label=label)
     episode.verdict_label = label
     return verdict
+
+
+# ---- ingestion: the one write path for the API, the file importers and OTLP -----------------
+
+
+class IngestError(ValueError):
+    """422: the payload fails validation. `errors` lists (path, why) for every offending field."""
+
+    status = 422
+
+    def __init__(self, errors: list[tuple[str, str]], detail: str = "invalid input"):
+        super().__init__("; ".join(f"{p}: {m}" if p else m for p, m in errors) or detail)
+        self.detail = detail
+        self.errors = errors
+
+
+class IngestConflict(IngestError):
+    """409: a re-sent run or episode differs from the one stored under the same key. Stored data
+    is never silently overwritten."""
+
+    status = 409
+
+    def __init__(self, errors: list[tuple[str, str]]):
+        super().__init__(errors, detail="conflicts with stored data")
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    created: int
+    unchanged: int
+
+
+def error_path(loc: tuple[int | str, ...] | list[int | str], prefix: str = "") -> str:
+    """('episodes', 3, 'messages', 2) → 'episodes[3].messages[2]'."""
+    out = prefix
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def validation_errors(exc: PydanticValidationError, prefix: str = "") -> list[tuple[str, str]]:
+    return [(error_path(err["loc"], prefix), err["msg"]) for err in exc.errors()]
+
+
+_EPISODE_LIST = TypeAdapter(list[EpisodeIn])
+IMPORT_SOURCES = {
+    "openai-jsonl": Run.Source.OPENAI_JSONL,
+    "inspect": Run.Source.INSPECT,
+    "otlp-json": Run.Source.OTLP,
+}
+
+
+def run_canonical(payload: RunIn) -> dict[str, Any]:
+    """RunIn as run_export reads it back."""
+    source = payload.source
+    return {
+        "model": payload.model,
+        "suite": payload.suite,
+        "suite_version": payload.suite_version,
+        "suite_hash": payload.suite_hash,
+        "source": {"name": source.name, "version": source.version}
+        if source and (source.name or source.version)
+        else None,
+        "sampling": payload.sampling,
+        "metadata": payload.metadata,
+        "external_id": payload.external_id,
+    }
+
+
+def run_ingest(
+    *, data: dict[str, Any] | RunIn, owner: AbstractBaseUser | None, source: str = Run.Source.API
+) -> Run:
+    """Create an imported run, or return the owner's run with the same external_id (409 when that
+    one was created with different fields)."""
+    try:
+        payload = data if isinstance(data, RunIn) else RunIn.model_validate(data)
+    except PydanticValidationError as exc:
+        raise IngestError(validation_errors(exc)) from None
+    wanted = run_canonical(payload)
+    if payload.external_id is not None:
+        existing = run_for_external_id(owner=owner, external_id=payload.external_id)
+        if existing is not None:
+            stored = run_export(existing)
+            differs = sorted(k for k in wanted if wanted[k] != stored[k])
+            if differs:
+                raise IngestConflict(
+                    [
+                        (
+                            key,
+                            f"run {existing.pk} with external_id {payload.external_id!r} "
+                            f"was created with a different {key}",
+                        )
+                        for key in differs
+                    ]
+                )
+            return existing
+    now = timezone.now()
+    # An imported run records work that already happened: it is final from the start, and its
+    # counters grow as batches of episodes arrive.
+    return Run.objects.create(
+        model_name=payload.model,
+        backend_config={
+            "model": payload.model,
+            "sampling": payload.sampling,
+            "external_id": payload.external_id,
+        },
+        suite_name=payload.suite,
+        suite_version=payload.suite_version,
+        suite_hash=payload.suite_hash,
+        source=source,
+        source_name=payload.source.name if payload.source else "",
+        source_version=payload.source.version if payload.source else "",
+        trials=1,
+        status=Run.Status.SUCCEEDED,
+        metadata=payload.metadata,
+        triggered_by=owner,
+        started_at=now,
+        finished_at=now,
+        heartbeat_at=now,
+    )
+
+
+def _message_canonical(m: MessageIn) -> dict[str, Any]:
+    return {
+        "role": m.role,
+        "content": m.content or "",
+        "reasoning_content": m.reasoning_content or "",
+        "tool_calls": [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.function.name, "arguments": c.function.arguments},
+            }
+            for c in m.tool_calls or []
+        ],
+        "tool_call_id": m.tool_call_id or "",
+        "name": m.name or "",
+        "is_error": m.is_error,
+        "usage": m.usage.model_dump() if m.usage else None,
+        "latency_ms": m.latency_ms,
+    }
+
+
+@dataclass
+class _Prepared:
+    """One validated episode, turned into the rows it becomes."""
+
+    canonical: dict[str, Any]
+    episode: Episode
+    steps: list[Step]
+
+
+def _prepare(run: Run, ep: EpisodeIn, now: datetime) -> _Prepared:
+    messages = [_message_canonical(m) for m in ep.messages]
+    steps: list[Step] = []
+    n_calls = bad = model_calls = 0
+    prompt = completion = reasoning = 0
+    call_ids: set[str] = set()
+    bad_ids: set[str] = set()
+    for index, m in enumerate(messages):
+        stored_calls = []
+        for call in m["tool_calls"]:
+            arguments = call["function"]["arguments"]
+            parsed, parse_error = parse_arguments(arguments)
+            stored_calls.append(
+                {
+                    "id": call["id"],
+                    "name": call["function"]["name"],
+                    "arguments": arguments,
+                    "parsed": parsed,
+                    "parse_error": parse_error,
+                }
+            )
+            n_calls += 1
+            call_ids.add(call["id"])
+            if parse_error is not None:
+                bad += 1
+                bad_ids.add(call["id"])
+        model_calls += m["role"] == "assistant"
+        usage = m["usage"]
+        if usage:
+            prompt += usage["prompt_tokens"]
+            completion += usage["completion_tokens"]
+            reasoning += usage["reasoning_tokens"]
+        # A failed tool result is a bad call too (as in the harness), once per call: a call whose
+        # arguments were already unparseable is not counted twice.
+        if m["role"] == "tool" and m["is_error"] and m["tool_call_id"] not in bad_ids:
+            bad += 1
+            if m["tool_call_id"] in call_ids:
+                bad_ids.add(m["tool_call_id"])
+        steps.append(
+            Step(
+                index=index,
+                role=m["role"],
+                content=m["content"],
+                reasoning=m["reasoning_content"],
+                tool_calls=stored_calls,
+                tool_call_id=m["tool_call_id"],
+                tool_name=m["name"],
+                is_error=m["is_error"],
+                prompt_tokens=usage["prompt_tokens"] if usage else None,
+                completion_tokens=usage["completion_tokens"] if usage else None,
+                reasoning_tokens=usage["reasoning_tokens"] if usage else None,
+                latency_ms=m["latency_ms"],
+            )
+        )
+    optimal = ep.optimal_calls if ep.optimal_calls is not None else n_calls
+    outcome = ep.resolved_outcome
+    check = ep.check
+    canonical = {
+        "task_id": ep.task_id,
+        "axis": ep.axis,
+        "trial": ep.trial,
+        "external_id": ep.external_id,
+        "goal": ep.goal,
+        "outcome": outcome,
+        "check": {
+            "passed": outcome == Episode.Outcome.PASSED,
+            "expected": check.expected,
+            "got": check.got,
+            "detail": check.detail,
+        }
+        if check and (check.expected or check.got or check.detail)
+        else None,
+        "final_answer": ep.final_answer,
+        "error": ep.error,
+        "optimal_calls": optimal,
+        "stalled": ep.stalled,
+        "wall_ms": ep.wall_ms if ep.wall_ms is not None else 0.0,
+        "messages": messages,
+    }
+    episode = Episode(
+        run=run,
+        task_id=ep.task_id,
+        axis=ep.axis,
+        trial=ep.trial,
+        external_id=ep.external_id or "",
+        goal=ep.goal,
+        outcome=outcome,
+        error=ep.error,
+        final_answer=ep.final_answer,
+        check_expected=check.expected if check else "",
+        check_got=check.got if check else "",
+        check_detail=check.detail if check else "",
+        n_steps=len(messages),
+        n_tool_calls=n_calls,
+        optimal_calls=optimal,
+        bad_calls=bad,
+        model_calls=model_calls,
+        stalled=ep.stalled,
+        tool_efficiency=tool_efficiency(optimal_calls=optimal, n_calls=n_calls, bad_calls=bad),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        reasoning_tokens=reasoning,
+        wall_ms=canonical["wall_ms"],
+        finished_at=now,
+    )
+    return _Prepared(canonical=canonical, episode=episode, steps=steps)
+
+
+def _first_difference(stored: dict[str, Any], sent: dict[str, Any]) -> str:
+    for key in sent:
+        if key == "messages":
+            a, b = stored["messages"], sent["messages"]
+            if len(a) != len(b):
+                return f"messages (stored {len(a)}, sent {len(b)})"
+            for i, (ma, mb) in enumerate(zip(a, b, strict=True)):
+                for field_name in mb:
+                    if ma[field_name] != mb[field_name]:
+                        return f"messages[{i}].{field_name}"
+        elif stored[key] != sent[key]:
+            return key
+    return ""
+
+
+def _duplicates(episodes: list[EpisodeIn]) -> list[tuple[str, str]]:
+    errors: list[tuple[str, str]] = []
+    seen_keys: dict[tuple[str, int], int] = {}
+    seen_ext: dict[str, int] = {}
+    for i, ep in enumerate(episodes):
+        first = seen_keys.setdefault((ep.task_id, ep.trial), i)
+        if first != i:
+            errors.append(
+                (
+                    f"episodes[{i}]",
+                    f"repeats episodes[{first}] (task {ep.task_id!r}, trial {ep.trial})",
+                )
+            )
+        if ep.external_id is not None:
+            first = seen_ext.setdefault(ep.external_id, i)
+            if first != i:
+                errors.append(
+                    (f"episodes[{i}].external_id", f"repeats episodes[{first}].external_id")
+                )
+    return errors
+
+
+def episodes_ingest(*, run: Run, episodes: list[dict[str, Any]]) -> IngestResult:
+    """Validate and store a batch of EpisodeIn dicts; see episodes_write."""
+    try:
+        validated = _EPISODE_LIST.validate_python(episodes)
+    except PydanticValidationError as exc:
+        raise IngestError(validation_errors(exc, prefix="episodes")) from None
+    return episodes_write(run=run, episodes=validated)
+
+
+def episodes_write(*, run: Run, episodes: list[EpisodeIn]) -> IngestResult:
+    """Store a batch all-or-nothing, in a constant number of queries whatever its size.
+
+    Idempotent on (run, task_id, trial) and on external_id: an episode already stored with the
+    same content is left alone (counted as unchanged); one stored with different content is a
+    conflict (409) naming the episode and the first differing field — never overwritten.
+    """
+    duplicates = _duplicates(episodes)
+    if duplicates:
+        raise IngestError(duplicates)
+    try:
+        return _episodes_write(run, episodes)
+    except IntegrityError:
+        # A concurrent writer stored some of these episodes between our lookup and our insert;
+        # the second pass sees them and compares.
+        return _episodes_write(run, episodes)
+
+
+def _episodes_write(run: Run, episodes: list[EpisodeIn]) -> IngestResult:
+    now = timezone.now()
+    prepared = [_prepare(run, ep, now) for ep in episodes]
+    keys = {(p.episode.task_id, p.episode.trial) for p in prepared}
+    external = {p.episode.external_id for p in prepared if p.episode.external_id}
+    match = Q(task_id__in={k[0] for k in keys}, trial__in={k[1] for k in keys})
+    if external:
+        match |= Q(external_id__in=external)
+    stored = [
+        e
+        for e in Episode.objects.filter(Q(run=run) & match)
+        if (e.task_id, e.trial) in keys or (e.external_id and e.external_id in external)
+    ]
+    by_key = {(e.task_id, e.trial): e for e in stored}
+    by_ext = {e.external_id: e for e in stored if e.external_id}
+    steps = steps_by_episode(episode_ids=[e.pk for e in stored]) if stored else {}
+    fresh: list[_Prepared] = []
+    conflicts: list[tuple[str, str]] = []
+    unchanged = 0
+    for i, p in enumerate(prepared):
+        ep = p.episode
+        old = by_key.get((ep.task_id, ep.trial))
+        if old is None and ep.external_id:
+            old = by_ext.get(ep.external_id)
+        if old is None:
+            fresh.append(p)
+            continue
+        where = f"episode {old.pk} (task {old.task_id!r}, trial {old.trial})"
+        if ep.external_id and by_ext.get(ep.external_id, old) is not old:
+            conflicts.append(
+                (f"episodes[{i}].external_id", f"belongs to another stored episode than {where}")
+            )
+            continue
+        diff = _first_difference(episode_export(episode=old, steps=steps[old.pk]), p.canonical)
+        if diff:
+            conflicts.append(
+                (f"episodes[{i}]", f"{where} is already stored with a different {diff}")
+            )
+        else:
+            unchanged += 1
+    if conflicts:
+        raise IngestConflict(conflicts)
+    if not fresh:
+        return IngestResult(created=0, unchanged=unchanged)
+    with transaction.atomic():
+        created = Episode.objects.bulk_create([p.episode for p in fresh])
+        rows: list[Step] = []
+        for p, episode in zip(fresh, created, strict=True):
+            for step in p.steps:
+                step.episode = episode
+                rows.append(step)
+        Step.objects.bulk_create(rows)
+        run_counters_update(run=run)
+    return IngestResult(created=len(fresh), unchanged=unchanged)
+
+
+def run_counters_update(*, run: Run) -> None:
+    """An imported run's counters and cached summary, recomputed from its episodes."""
+    counts = run_counts(run=run)
+    trials = Episode.objects.filter(run=run).aggregate(top=Max("trial"))["top"]
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(
+        n_total=counts["n_done"],
+        trials=(trials or 0) + 1,
+        summary=run_summary(run=run).as_dict(),
+        finished_at=now,
+        heartbeat_at=now,
+        **counts,
+    )
+
+
+def _relocate(
+    errors: list[tuple[str, str]], locations: tuple[str, ...], *, run_path: bool = False
+) -> list[tuple[str, str]]:
+    """Rewrite 'episodes[3].messages[2]' as '<where episode 3 came from>: messages[2]'."""
+    out = []
+    for path, message in errors:
+        if run_path:
+            head = locations[0] + ": " if locations else ""
+            out.append((f"{head}run.{path}" if path else f"{head}run", message))
+            continue
+        m = re.match(r"episodes\[(\d+)\]\.?(.*)", path)
+        if m and int(m.group(1)) < len(locations):
+            rest = m.group(2)
+            out.append(
+                (
+                    f"{locations[int(m.group(1))]}: {rest}" if rest else locations[int(m.group(1))],
+                    message,
+                )
+            )
+        else:
+            out.append((path, message))
+    return out
+
+
+def traces_import(
+    *,
+    fmt: str,
+    stream: BinaryIO,
+    name: str,
+    owner: AbstractBaseUser | None,
+    progress: Callable[[int], None] | None = None,
+) -> list[Run]:
+    """Import a whole file all-or-nothing: any error (ImportFormatError from the parser,
+    IngestError/IngestConflict naming the place in the file) leaves the database untouched.
+    `progress` is called with the number of episodes stored so far."""
+    importer = importer_for(fmt)
+    source = IMPORT_SOURCES.get(fmt, Run.Source.API)
+    runs: dict[str, Run] = {}
+    done = 0
+    with transaction.atomic():
+        for imported in importer.read(stream, name=name):
+            key = json.dumps(imported.run, sort_keys=True, default=str)
+            run = runs.get(key)
+            if run is None:
+                try:
+                    run = run_ingest(data=imported.run, owner=owner, source=source)
+                except IngestError as exc:
+                    exc.errors = _relocate(exc.errors, imported.locations, run_path=True)
+                    raise
+                runs[key] = run
+            try:
+                episodes_ingest(run=run, episodes=imported.episodes)
+            except IngestError as exc:
+                exc.errors = _relocate(exc.errors, imported.locations)
+                raise
+            done += len(imported.episodes)
+            if progress is not None:
+                progress(done)
+    return list({run.pk: run for run in runs.values()}.values())

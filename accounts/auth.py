@@ -1,0 +1,65 @@
+"""Bearer-token authentication for the API and the OTLP endpoint.
+
+`bearer_token` is the one check; `TokenAuth` adapts it to django-ninja, and any plain Django view
+(such as POST /v1/traces) calls it directly and turns TokenError into a response.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from django.utils import timezone
+from ninja.security.base import AuthBase
+
+from accounts.models import ApiToken
+from accounts.services import token_hash
+
+
+class TokenError(Exception):
+    """401: missing, unknown or revoked token; 403: the token lacks the scope."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def bearer_token(request: HttpRequest, *, scope: str) -> ApiToken:
+    """The active token sent as `Authorization: Bearer <token>` that carries `scope`."""
+    header = request.headers.get("Authorization", "")
+    kind, _, raw = header.partition(" ")
+    raw = raw.strip()
+    if kind.lower() != "bearer" or not raw:
+        raise TokenError(401, "missing API token: send the header 'Authorization: Bearer <token>'")
+    token = (
+        ApiToken.objects.select_related("owner")
+        .filter(token_hash=token_hash(raw), owner__is_active=True)
+        .first()
+    )
+    if token is None:
+        raise TokenError(401, "unknown API token")
+    if token.revoked_at is not None:
+        raise TokenError(401, f"API token {token.prefix}… was revoked")
+    if not token.has_scope(scope):
+        raise TokenError(403, f"API token {token.prefix}… lacks the {scope!r} scope")
+    now = timezone.now()
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    token.last_used_at = now
+    return token
+
+
+class TokenAuth(AuthBase):
+    """django-ninja auth for one scope; a TokenError propagates to the API's handler, which
+    answers 401 or 403 with the message."""
+
+    openapi_type = "http"
+    openapi_scheme = "bearer"
+
+    def __init__(self, scope: str):
+        self.scope = scope
+        super().__init__()
+
+    def __call__(self, request: HttpRequest) -> Any:
+        # ninja stores the result as request.auth.
+        return bearer_token(request, scope=self.scope)
