@@ -39,16 +39,19 @@ final_answer = `benchrig.final_answer` (default: the last assistant text); expec
 message). external_id = `otlp:<trace id>`; wall_ms = the root span's duration.
 
 Runs: one per `benchrig.run` (span or resource attribute) when set, else one per
-(`service.name`, model). model = `gen_ai.request.model` (else `gen_ai.response.model`) of the
-first chat span; suite = `benchrig.suite` (default: the service name, else "otlp");
-suite_version = `benchrig.suite_version` (default "1"); source = `telemetry.sdk.name` and
-`telemetry.sdk.version`; sampling = the `gen_ai.request.*` parameters of the first chat span;
-external_id = `otlp:<run key>`, so every trace of a run lands in the same Run.
+(`service.name`, model, sampling), since a run is one model configuration. model =
+`gen_ai.request.model` (else `gen_ai.response.model`) of the first chat span; suite =
+`benchrig.suite` (default: the service name, else "otlp"); suite_version =
+`benchrig.suite_version` (default "1"); source = `telemetry.sdk.name` and `telemetry.sdk.version`;
+sampling = the `gen_ai.request.*` parameters (temperature, top_p, top_k, max_tokens, seed,
+frequency/presence penalty) of the first chat span; external_id = `otlp:<run key>`, so every trace
+of a run lands in the same Run. Runs belong to the token's owner.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 from collections import defaultdict
@@ -163,33 +166,36 @@ def _json_span(raw: Any, where: str, resource: dict[str, Any], scope: str) -> Sp
         )
     start = _int(raw.get("startTimeUnixNano", 0), f"{where}.startTimeUnixNano")
     end = _int(raw.get("endTimeUnixNano", start), f"{where}.endTimeUnixNano")
-    if end < start:
-        raise ImportFormatError(f"{where}.endTimeUnixNano", "is before startTimeUnixNano")
-    return {
-        "trace_id": ids["traceId"],
-        "span_id": ids["spanId"],
-        "parent_span_id": parent.lower() if parent else "",
-        "name": str(raw.get("name") or ""),
-        "kind": _int(raw.get("kind", 0), f"{where}.kind"),
-        "start_ns": start,
-        "end_ns": end,
-        "attributes": _attributes(raw.get("attributes"), f"{where}.attributes"),
-        "events": events,
-        "status_code": _int(status.get("code", 0), f"{where}.status.code"),
-        "status_message": str(status.get("message") or ""),
-        "resource": resource,
-        "scope": scope,
-    }
+    return _checked(
+        where,
+        {
+            "trace_id": ids["traceId"],
+            "span_id": ids["spanId"],
+            "parent_span_id": parent.lower() if parent else "",
+            "name": str(raw.get("name") or ""),
+            "kind": _int(raw.get("kind", 0), f"{where}.kind"),
+            "start_ns": start,
+            "end_ns": end,
+            "attributes": _attributes(raw.get("attributes"), f"{where}.attributes"),
+            "events": events,
+            "status_code": _int(status.get("code", 0), f"{where}.status.code"),
+            "status_message": str(status.get("message") or ""),
+            "resource": resource,
+            "scope": scope,
+        },
+    )
 
 
 def _int(value: Any, where: str) -> int:
     # OTLP/JSON encodes 64-bit integers as strings; numbers are accepted too.
     if isinstance(value, bool):
         raise ImportFormatError(where, f"must be an integer, got {value!r}")
-    if isinstance(value, int):
-        return value
     if isinstance(value, str) and re.fullmatch(r"-?\d+", value):
-        return int(value)
+        value = int(value)
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            raise ImportFormatError(where, f"out of the 64-bit range: {value}")
+        return value
     raise ImportFormatError(where, f"must be an integer, got {value!r}")
 
 
@@ -255,33 +261,32 @@ def parse_protobuf_request(data: bytes) -> list[Span]:
                     raise ImportFormatError(f"{where}.traceId", "must be 16 bytes")
                 if len(span.span_id) != 8:
                     raise ImportFormatError(f"{where}.spanId", "must be 8 bytes")
-                if span.end_time_unix_nano < span.start_time_unix_nano:
-                    raise ImportFormatError(
-                        f"{where}.endTimeUnixNano", "is before startTimeUnixNano"
-                    )
                 spans.append(
-                    {
-                        "trace_id": span.trace_id.hex(),
-                        "span_id": span.span_id.hex(),
-                        "parent_span_id": span.parent_span_id.hex(),
-                        "name": span.name,
-                        "kind": int(span.kind),
-                        "start_ns": span.start_time_unix_nano,
-                        "end_ns": span.end_time_unix_nano,
-                        "attributes": _pb_attributes(span.attributes),
-                        "events": [
-                            {
-                                "name": e.name,
-                                "time_ns": e.time_unix_nano,
-                                "attributes": _pb_attributes(e.attributes),
-                            }
-                            for e in span.events
-                        ],
-                        "status_code": int(span.status.code),
-                        "status_message": span.status.message,
-                        "resource": resource,
-                        "scope": ss.scope.name,
-                    }
+                    _checked(
+                        where,
+                        {
+                            "trace_id": span.trace_id.hex(),
+                            "span_id": span.span_id.hex(),
+                            "parent_span_id": span.parent_span_id.hex(),
+                            "name": span.name,
+                            "kind": int(span.kind),
+                            "start_ns": span.start_time_unix_nano,
+                            "end_ns": span.end_time_unix_nano,
+                            "attributes": _pb_attributes(span.attributes),
+                            "events": [
+                                {
+                                    "name": e.name,
+                                    "time_ns": e.time_unix_nano,
+                                    "attributes": _pb_attributes(e.attributes),
+                                }
+                                for e in span.events
+                            ],
+                            "status_code": int(span.status.code),
+                            "status_message": span.status.message,
+                            "resource": resource,
+                            "scope": ss.scope.name,
+                        },
+                    )
                 )
     return spans
 
@@ -304,6 +309,40 @@ def _pb_value(value: Any) -> Any:
 
 
 # --- assembling ------------------------------------------------------------------------------
+
+
+def _checked(where: str, span: Span) -> Span:
+    """The span, once its GenAI content and benchrig attributes read cleanly. Checked on arrival,
+    so a trace never gets stuck on a bad span that came before its root."""
+    if span["start_ns"] >= 2**63 or span["end_ns"] >= 2**63:
+        raise ImportFormatError(f"{where}.startTimeUnixNano", "out of the 64-bit range")
+    if span["end_ns"] < span["start_ns"]:
+        raise ImportFormatError(f"{where}.endTimeUnixNano", "is before startTimeUnixNano")
+    attrs = span["attributes"]
+    if attrs.get("gen_ai.operation.name") in CHAT_OPERATIONS:
+        _input_messages(span, f"{where}.attributes")
+        _output_messages(span, f"{where}.attributes")
+    if "benchrig.outcome" in attrs:
+        _outcome(attrs["benchrig.outcome"], f"{where}.attributes[benchrig.outcome]")
+    if "benchrig.trial" in attrs:
+        _trial(attrs["benchrig.trial"], f"{where}.attributes[benchrig.trial]")
+    return span
+
+
+def _outcome(value: Any, where: str) -> str:
+    if value not in OUTCOMES:
+        raise ImportFormatError(
+            where, f"must be one of {', '.join(sorted(OUTCOMES))}, got {value!r}"
+        )
+    return value
+
+
+def _trial(value: Any, where: str) -> int:
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ImportFormatError(where, f"must be an integer >= 0, got {value!r}")
+    return value
 
 
 def is_root(span: Span) -> bool:
@@ -354,7 +393,17 @@ def trace_episode(spans: list[Span]) -> tuple[dict[str, Any], dict[str, Any]] | 
         or "unknown"
     )
     service = str(root["resource"].get("service.name") or "")
-    run_key = str(attr("benchrig.run") or f"{service}:{model}")
+    sampling = {
+        name: first_chat[key] for key, name in SAMPLING_ATTRIBUTES.items() if key in first_chat
+    }
+    run_key = attr("benchrig.run")
+    if run_key is None:
+        # A run is one model configuration: traces sent with other sampling land in another run.
+        run_key = f"{service}:{model}"
+        if sampling:
+            digest = hashlib.sha256(json.dumps(sampling, sort_keys=True).encode()).hexdigest()
+            run_key += f":{digest[:8]}"
+    run_key = str(run_key)
     run = {
         "model": model,
         "suite": str(attr("benchrig.suite") or service or "otlp"),
@@ -363,20 +412,17 @@ def trace_episode(spans: list[Span]) -> tuple[dict[str, Any], dict[str, Any]] | 
             "name": str(root["resource"].get("telemetry.sdk.name") or "opentelemetry"),
             "version": str(root["resource"].get("telemetry.sdk.version") or ""),
         },
-        "sampling": {
-            name: first_chat[key] for key, name in SAMPLING_ATTRIBUTES.items() if key in first_chat
-        },
+        "sampling": sampling,
         "metadata": {"otlp": {"service": service, "run": run_key}},
         "external_id": f"otlp:{run_key}",
     }
 
+    where = f"trace {trace_id}"
     outcome = attr("benchrig.outcome")
     error = str(attr("benchrig.error") or "")
-    if outcome is not None and outcome not in OUTCOMES:
-        raise ImportFormatError(
-            f"trace {trace_id}: benchrig.outcome", f"must be one of {sorted(OUTCOMES)}"
-        )
-    if outcome is None:
+    if outcome is not None:
+        outcome = _outcome(outcome, f"{where}: benchrig.outcome")
+    else:
         outcome = "errored"
         if not error:
             error = (
@@ -384,11 +430,7 @@ def trace_episode(spans: list[Span]) -> tuple[dict[str, Any], dict[str, Any]] | 
                 if root["status_code"] == STATUS_ERROR
                 else "no outcome: the trace set no benchrig.outcome"
             )
-    trial = attr("benchrig.trial") or 0
-    if isinstance(trial, str) and trial.isdigit():
-        trial = int(trial)
-    if not isinstance(trial, int) or isinstance(trial, bool) or trial < 0:
-        raise ImportFormatError(f"trace {trace_id}: benchrig.trial", "must be an integer >= 0")
+    trial = _trial(attr("benchrig.trial") or 0, f"{where}: benchrig.trial")
     last_text = next(
         (m["content"] for m in reversed(messages) if m["role"] == "assistant" and m["content"]), ""
     )
