@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from google.protobuf.json_format import MessageToDict
 from google.rpc import status_pb2
@@ -543,3 +545,40 @@ def test_span_time_out_of_range_is_refused() -> None:
     bad["endTimeUnixNano"] = str(2**64)
     with pytest.raises(ImportFormatError, match="64-bit range"):
         parse_json_request(request(bad))
+
+
+def traces_request(first: int, count: int) -> bytes:
+    spans = []
+    for n in range(first, first + count):
+        trace_id = f"{n:032x}"
+        root = span("agent", f"{n:016x}", "", 10 * n, **{"benchrig.outcome": "passed"})
+        chat_span = span(
+            "chat",
+            f"{n + 10**6:016x}",
+            f"{n:016x}",
+            10 * n + 1,
+            **{
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "m",
+                "gen_ai.input.messages": json.dumps([user_msg(f"task {n}")]),
+                "gen_ai.output.messages": json.dumps([answer_msg("done")]),
+            },
+        )
+        for s in (root, chat_span):
+            s["traceId"] = trace_id
+            spans.append(s)
+    return request(*spans, **RESOURCE)
+
+
+def test_queries_per_request_stay_constant_as_traces_grow(db: None, plain_user: User) -> None:
+    raw, client = token(plain_user), Client()
+    # The first request also creates the run; compare the ones after it.
+    assert post(client, raw, traces_request(500, 1)).status_code == 200
+    counts = []
+    for first, count in ((1, 2), (100, 20)):
+        with CaptureQueriesContext(connection) as queries:
+            response = post(client, raw, traces_request(first, count))
+        assert response.status_code == 200, response.content
+        counts.append(len(queries))
+    assert Episode.objects.count() == 23
+    assert counts[0] == counts[1], counts
