@@ -13,6 +13,7 @@ from django.utils import timezone
 from ninja.security.base import AuthBase
 
 from accounts.models import ApiToken
+from accounts.roles import SCOPE_ROLES, has_role
 from accounts.services import token_hash
 
 
@@ -43,6 +44,10 @@ def bearer_token(request: HttpRequest, *, scope: str) -> ApiToken:
         raise TokenError(401, f"API token {token.prefix}… was revoked")
     if not token.has_scope(scope):
         raise TokenError(403, f"API token {token.prefix}… lacks the {scope!r} scope")
+    # Checked at every use, so taking a role away also disables the owner's tokens.
+    role = SCOPE_ROLES[scope]
+    if not has_role(token.owner, role):
+        raise TokenError(403, f"the owner of API token {token.prefix}… lacks the {role} role")
     now = timezone.now()
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     token.last_used_at = now

@@ -50,5 +50,9 @@ def role_required(role: str) -> Callable[[View], View]:
     return decorator
 
 
+# The role an API token's owner needs for each scope: reading is reviewing, writing (importing
+# runs) is operating.
+SCOPE_ROLES = {"read": REVIEWER, "write": OPERATOR}
+
 reviewer_required = role_required(REVIEWER)
 operator_required = role_required(OPERATOR)

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import ApiToken
-from accounts.roles import ROLES
+from accounts.roles import ROLES, SCOPE_ROLES, has_role
 
 TOKEN_PREFIX = "brg_"
 
@@ -47,6 +47,12 @@ def api_token_create(
         )
     if not wanted:
         raise ValueError("a token needs at least one scope (read, write)")
+    for scope in wanted:
+        if not has_role(owner, SCOPE_ROLES[scope]):
+            raise ValueError(
+                f"{owner.get_username()} lacks the {SCOPE_ROLES[scope]} role "
+                f"that a {scope!r} token needs"
+            )
     name = name.strip()
     if not name:
         raise ValueError("a token needs a name")

@@ -61,6 +61,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    # Listed so that the API docs page serves Swagger UI from ninja's static files (no CDN).
+    "ninja",
     "accounts",
     "traces",
     "leaderboard",
@@ -132,6 +134,12 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+
+# The largest request body the API reads (batches of episodes, uploaded trace files sent to
+# /api/import). Bigger → 413 with the limit. File uploads through the UI form are streamed to disk
+# and not bound by it.
+BENCHRIG_API_MAX_BODY_MB = env_int("BENCHRIG_API_MAX_BODY_MB", 32)
+DATA_UPLOAD_MAX_MEMORY_SIZE = BENCHRIG_API_MAX_BODY_MB * 2**20
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"

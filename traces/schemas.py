@@ -248,3 +248,26 @@ class ErrorItem(Schema):
 class ErrorOut(Schema):
     detail: str
     errors: list[ErrorItem] = Field(default_factory=list)
+
+
+class RunVerdictOut(VerdictOut):
+    episode_id: int
+
+
+class RunPage(Schema):
+    count: int
+    items: list[RunOut]
+
+
+class EpisodePage(Schema):
+    count: int
+    items: list[EpisodeOut]
+
+
+class ImportOut(Schema):
+    runs: list[RunOut]
+
+
+class PageParams(Schema):
+    limit: int = Field(50, ge=1, le=500)
+    offset: int = Field(0, ge=0)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Count, Q, QuerySet
 
 from benchrig.harness.scoring import EpisodeOutcome, Summary, summarize
-from traces.models import Episode, Run, Step
+from traces.models import Episode, Run, Step, Verdict
 
 
 def run_summary(*, run: Run) -> Summary:
@@ -144,3 +147,41 @@ def run_export(run: Run) -> dict[str, Any]:
         "metadata": run.metadata,
         "external_id": config.get("external_id"),
     }
+
+
+def run_episodes_page(*, run: Run, limit: int, offset: int) -> list[Episode]:
+    return list(
+        Episode.objects.filter(run=run).order_by("trial", "task_id", "id")[offset : offset + limit]
+    )
+
+
+def verdicts_by_episode(*, episode_ids: list[int]) -> dict[int, list[Verdict]]:
+    """Every verdict on these episodes, oldest first, in one query."""
+    out: dict[int, list[Verdict]] = {pk: [] for pk in episode_ids}
+    rows = (
+        Verdict.objects.filter(episode_id__in=episode_ids)
+        .select_related("reviewer", "step")
+        .order_by("episode_id", "created_at", "id")
+    )
+    for verdict in rows:
+        out[verdict.episode_id].append(verdict)
+    return out
+
+
+def run_verdicts(*, run: Run) -> QuerySet[Verdict]:
+    return (
+        Verdict.objects.filter(episode__run=run)
+        .select_related("reviewer", "step")
+        .order_by("episode_id", "created_at", "id")
+    )
+
+
+def import_job_status(*, job_id: str) -> dict[str, Any] | None:
+    """An upload's import status (see traces.services.import_job_run), or None if unknown."""
+    if not re.fullmatch(r"[0-9a-f]{32}", job_id):
+        return None
+    path = settings.VAR_DIR / "imports" / job_id / "status.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, BinaryIO
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Max, Q
@@ -25,8 +30,7 @@ from benchrig.harness.runner import plan, run_suite
 from benchrig.harness.scoring import tool_efficiency
 from benchrig.harness.sink import ThreadedSink
 from benchrig.harness.suites import Suite, load_suite
-from traces.importers import importer_for
-from traces.importers.base import ImportFormatError
+from traces.importers import ImportFormatError, importer_for
 from traces.importers.otlp import trace_episode
 from traces.models import Backend, Episode, OtlpSpan, Run, Step, Verdict
 from traces.schemas import EpisodeIn, MessageIn, RunIn
@@ -791,6 +795,96 @@ def traces_import(
             if progress is not None:
                 progress(done)
     return list({run.pk: run for run in runs.values()}.values())
+
+
+# ---- file imports from the UI: saved under var/imports/<job>/, run by a worker ---------------
+
+IMPORT_DIR = "imports"
+
+
+def _job_dir(job_id: str) -> Path:
+    if not re.fullmatch(r"[0-9a-f]{32}", job_id):
+        raise ValueError(f"not an import job id: {job_id!r}")
+    return Path(settings.VAR_DIR) / IMPORT_DIR / job_id
+
+
+def _status_write(job_id: str, status: dict[str, Any]) -> None:
+    # Replace atomically: the progress fragment reads this file while the worker writes it.
+    path = _job_dir(job_id) / "status.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(status))
+    os.replace(tmp, path)
+
+
+def import_job_create(
+    *, upload: Iterable[bytes], name: str, size: int, fmt: str, owner: AbstractBaseUser
+) -> str:
+    """Save an uploaded trace file and record a queued import job; returns the job id. The
+    caller enqueues traces.tasks.import_job_task with it."""
+    importer_for(fmt)  # an unknown format fails here, before anything is saved
+    job_id = uuid.uuid4().hex
+    folder = _job_dir(job_id)
+    folder.mkdir(parents=True)
+    with (folder / "upload").open("wb") as out:
+        for chunk in upload:
+            out.write(chunk)
+    _status_write(
+        job_id,
+        {
+            "state": "queued",
+            "format": fmt,
+            "name": Path(name).name,
+            "owner_id": owner.pk,
+            "size": size,
+            "bytes_read": 0,
+            "episodes": 0,
+            "runs": [],
+            "errors": [],
+        },
+    )
+    return job_id
+
+
+def import_job_run(*, job_id: str) -> dict[str, Any]:
+    """Import a saved upload, keeping status.json current (bytes read, episodes stored). A failed
+    import stores nothing and records each error with its place in the file."""
+    status = json.loads((_job_dir(job_id) / "status.json").read_text())
+    if status["state"] in ("done", "failed"):
+        return status  # a redelivered task: the import already ran
+    owner = get_user_model().objects.filter(pk=status["owner_id"]).first()
+    path = _job_dir(job_id) / "upload"
+    status["state"] = "running"
+    _status_write(job_id, status)
+    with path.open("rb") as stream:
+
+        def progress(episodes: int) -> None:
+            status["episodes"] = episodes
+            status["bytes_read"] = min(stream.tell(), status["size"])
+            _status_write(job_id, status)
+
+        try:
+            runs = traces_import(
+                fmt=status["format"],
+                stream=stream,
+                name=status["name"],
+                owner=owner,
+                progress=progress,
+            )
+        except IngestError as exc:
+            status.update(state="failed", detail=exc.detail, errors=exc.errors, episodes=0)
+        except ImportFormatError as exc:
+            status.update(
+                state="failed",
+                detail="the file cannot be read",
+                errors=[(exc.where, exc.message)],
+                episodes=0,
+            )
+        else:
+            status.update(state="done", runs=[run.pk for run in runs], bytes_read=status["size"])
+    if status["state"] == "done":
+        path.unlink()  # stored in the database now; a failed upload is kept for inspection
+    _status_write(job_id, status)
+    return status
 
 
 # ---- OTLP: spans kept as received, each touched trace's episode rebuilt ---------------------

@@ -29,4 +29,11 @@ def importer_for(fmt: str) -> Importer:
         raise UnknownFormatError(fmt) from None
 
 
-__all__ = ["IMPORTERS", "ImportFormatError", "ImportedRun", "Importer", "importer_for"]
+__all__ = [
+    "IMPORTERS",
+    "ImportFormatError",
+    "ImportedRun",
+    "Importer",
+    "UnknownFormatError",
+    "importer_for",
+]

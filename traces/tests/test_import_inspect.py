@@ -14,8 +14,11 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import User
+from django.test import Client
 from inspect_ai.log import read_eval_log
 
+from accounts.services import api_token_create
 from traces.importers.base import ImportFormatError
 from traces.importers.inspect import InspectImporter, score_passed
 from traces.models import Episode, Run
@@ -265,3 +268,41 @@ def test_content_parts_and_missing_events(db: None) -> None:
     usage = sample["model_usage"]["mockllm/model"]
     assert last["usage"]["prompt_tokens"] == usage["input_tokens"]
     assert all("usage" not in m for m in product["messages"][:-1])
+
+
+def api_messages(items: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """Messages as the API returns them, in the export shape (index and parse_error aside)."""
+    out = {}
+    for item in items:
+        messages = []
+        for m in item["messages"]:
+            m = {k: v for k, v in m.items() if k != "index"}
+            m["tool_calls"] = [
+                {k: v for k, v in call.items() if k != "parse_error"} for call in m["tool_calls"]
+            ]
+            messages.append(m)
+        out[(item["task_id"], item["trial"])] = messages
+    return out
+
+
+def test_round_trip_through_the_api(operator_user: User) -> None:
+    raw = api_token_create(owner=operator_user, name="ci", scopes=["read", "write"])[1]
+    client, headers = Client(), {"Authorization": f"Bearer {raw}"}
+    response = client.post(
+        "/api/import?format=inspect&name=calc_arith.eval",
+        (FIXTURES / "calc_arith.eval").read_bytes(),
+        content_type="application/octet-stream",
+        headers=headers,
+    )
+    assert response.status_code == 201, response.content
+    [run] = response.json()["runs"]
+    assert run["source"] == {"format": "inspect", "name": "inspect-ai", "version": "0.3.285"}
+    response = client.get(f"/api/runs/{run['id']}/episodes", {"limit": 50}, headers=headers)
+    assert response.status_code == 200, response.content
+    items = response.json()["items"]
+    assert len(items) == 8
+    stored = exported(Run.objects.get(pk=run["id"]))
+    assert api_messages(items) == {key: ep["messages"] for key, ep in stored.items()}
+    malformed = next(i for i in items if (i["task_id"], i["trial"]) == ("malformed", 0))
+    assert malformed["messages"][1]["tool_calls"][0]["parse_error"]
+    assert_matches_inspect(Run.objects.get(pk=run["id"]), FIXTURES / "calc_arith.eval")

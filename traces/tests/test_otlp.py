@@ -235,11 +235,11 @@ def assert_agent_episodes(owner: User) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_sdk_exporter_to_the_live_server(live_server: Any, plain_user: User) -> None:
+def test_sdk_exporter_to_the_live_server(live_server: Any, operator_user: User) -> None:
     """opentelemetry-sdk → BatchSpanProcessor → OTLP/HTTP protobuf exporter (gzip) → /v1/traces."""
     exporter = OTLPSpanExporter(
         endpoint=live_server.url + reverse("otlp_traces"),
-        headers={"Authorization": f"Bearer {token(plain_user)}"},
+        headers={"Authorization": f"Bearer {token(operator_user)}"},
         compression=Compression.Gzip,
         timeout=30,
     )
@@ -250,11 +250,11 @@ def test_sdk_exporter_to_the_live_server(live_server: Any, plain_user: User) -> 
     assert provider.force_flush(timeout_millis=30_000)
     provider.shutdown()
     assert OtlpSpan.objects.count() == 10
-    assert_agent_episodes(plain_user)
+    assert_agent_episodes(operator_user)
 
 
-def test_json_encoding_in_several_requests_and_resent(db: None, plain_user: User) -> None:
-    raw = token(plain_user)
+def test_json_encoding_in_several_requests_and_resent(db: None, operator_user: User) -> None:
+    raw = token(operator_user)
     client = Client()
     spans = recorded_spans()
     roots = [s for s in spans if s.parent is None]
@@ -266,7 +266,24 @@ def test_json_encoding_in_several_requests_and_resent(db: None, plain_user: User
     assert OtlpSpan.objects.count() == 8 and not Episode.objects.exists()
     response = post(client, raw, otlp_json(roots))
     assert response.status_code == 200, response.content
-    assert_agent_episodes(plain_user)
+    assert_agent_episodes(operator_user)
+    # Read back through the API: the same messages, in order.
+    reader = {"Authorization": f"Bearer {token(operator_user, 'read')}"}
+    run = Run.objects.get()
+    items = client.get(f"/api/runs/{run.pk}/episodes", headers=reader).json()["items"]
+    from_api = {
+        i["task_id"]: [
+            {
+                **{k: v for k, v in m.items() if k != "index"},
+                "tool_calls": [
+                    {k: v for k, v in c.items() if k != "parse_error"} for c in m["tool_calls"]
+                ],
+            }
+            for m in i["messages"]
+        ]
+        for i in items
+    }
+    assert from_api == {task: ep["messages"] for task, ep in exported(run).items()}
     before = exported(Run.objects.get())
     ids = sorted(Episode.objects.values_list("pk", flat=True))
 
@@ -279,8 +296,8 @@ def test_json_encoding_in_several_requests_and_resent(db: None, plain_user: User
     assert exported(Run.objects.get()) == before
 
 
-def test_a_late_span_updates_the_episode_in_place(db: None, plain_user: User) -> None:
-    raw = token(plain_user)
+def test_a_late_span_updates_the_episode_in_place(db: None, operator_user: User) -> None:
+    raw = token(operator_user)
     client = Client()
     spans = recorded_spans()
     trace = spans[0].context.trace_id
@@ -293,7 +310,7 @@ def test_a_late_span_updates_the_episode_in_place(db: None, plain_user: User) ->
     updated = Episode.objects.get(task_id="chain-03")
     assert updated.pk == episode.pk and updated.model_calls == 2
     assert Episode.objects.count() == 2
-    assert_agent_episodes(plain_user)
+    assert_agent_episodes(operator_user)
 
 
 def test_file_import_of_collector_json_lines(db: None) -> None:
@@ -352,11 +369,11 @@ def bad_role(body: dict[str, Any]) -> None:
     ],
 )
 def test_bad_payloads_are_400_naming_the_problem_and_write_nothing(
-    db: None, plain_user: User, spoil: Any, expected: str
+    db: None, operator_user: User, spoil: Any, expected: str
 ) -> None:
     body = valid_body()
     spoil(body)
-    response = post(Client(), token(plain_user), body)
+    response = post(Client(), token(operator_user), body)
     assert response.status_code == 400
     assert response.json()["code"] == 3
     assert expected in response.json()["message"]
@@ -364,8 +381,8 @@ def test_bad_payloads_are_400_naming_the_problem_and_write_nothing(
     assert not Run.objects.exists()
 
 
-def test_undecodable_bodies_are_400(db: None, plain_user: User) -> None:
-    raw, client = token(plain_user), Client()
+def test_undecodable_bodies_are_400(db: None, operator_user: User) -> None:
+    raw, client = token(operator_user), Client()
     response = post(client, raw, b"{not json")
     assert response.status_code == 400 and "not JSON" in response.json()["message"]
     response = post(client, raw, b"\xff\x00garbage", content_type="application/x-protobuf")
@@ -377,24 +394,26 @@ def test_undecodable_bodies_are_400(db: None, plain_user: User) -> None:
     assert not OtlpSpan.objects.exists()
 
 
-def test_gzip_json_is_accepted(db: None, plain_user: User) -> None:
+def test_gzip_json_is_accepted(db: None, operator_user: User) -> None:
     body = gzip.compress(json.dumps(valid_body()).encode())
-    response = post(Client(), token(plain_user), body, HTTP_CONTENT_ENCODING="gzip")
+    response = post(Client(), token(operator_user), body, HTTP_CONTENT_ENCODING="gzip")
     assert response.status_code == 200, response.content
     assert Episode.objects.count() == 2
 
 
-def test_unsupported_types_are_415(db: None, plain_user: User) -> None:
-    raw, client = token(plain_user), Client()
+def test_unsupported_types_are_415(db: None, operator_user: User) -> None:
+    raw, client = token(operator_user), Client()
     response = post(client, raw, b"hello", content_type="text/plain")
     assert response.status_code == 415 and "application/x-protobuf" in response.json()["message"]
     response = post(client, raw, b"{}", HTTP_CONTENT_ENCODING="br")
     assert response.status_code == 415 and "'br'" in response.json()["message"]
 
 
-def test_oversized_bodies_are_413_with_the_limit(db: None, plain_user: User, settings: Any) -> None:
+def test_oversized_bodies_are_413_with_the_limit(
+    db: None, operator_user: User, settings: Any
+) -> None:
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2000
-    raw, client = token(plain_user), Client()
+    raw, client = token(operator_user), Client()
     response = post(client, raw, valid_body())
     assert response.status_code == 413 and "2000-byte limit" in response.json()["message"]
     bomb = gzip.compress(b" " * 100_000)  # small on the wire, over the limit inflated
@@ -403,13 +422,13 @@ def test_oversized_bodies_are_413_with_the_limit(db: None, plain_user: User, set
     assert not OtlpSpan.objects.exists()
 
 
-def test_tokens(db: None, plain_user: User) -> None:
+def test_tokens(db: None, operator_user: User) -> None:
     client = Client()
     response = post(client, None, valid_body())
     assert response.status_code == 401 and "Bearer" in response.json()["message"]
-    response = post(client, token(plain_user, "read"), valid_body())
+    response = post(client, token(operator_user, "read"), valid_body())
     assert response.status_code == 403 and "'write'" in response.json()["message"]
-    created, raw = api_token_create(owner=plain_user, name="gone", scopes=["write"])
+    created, raw = api_token_create(owner=operator_user, name="gone", scopes=["write"])
     api_token_revoke(token=created)
     body = encode_spans(recorded_spans()).SerializeToString()
     response = post(client, raw, body, content_type="application/x-protobuf")
@@ -570,8 +589,8 @@ def traces_request(first: int, count: int) -> bytes:
     return request(*spans, **RESOURCE)
 
 
-def test_queries_per_request_stay_constant_as_traces_grow(db: None, plain_user: User) -> None:
-    raw, client = token(plain_user), Client()
+def test_queries_per_request_stay_constant_as_traces_grow(db: None, operator_user: User) -> None:
+    raw, client = token(operator_user), Client()
     # The first request also creates the run; compare the ones after it.
     assert post(client, raw, traces_request(500, 1)).status_code == 200
     counts = []

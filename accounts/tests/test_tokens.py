@@ -1,0 +1,124 @@
+"""API tokens: stored hashed, shown once, scoped, revocable, each user managing their own."""
+
+from __future__ import annotations
+
+import hashlib
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+from django.test import Client, RequestFactory
+from django.urls import reverse
+
+from accounts.auth import TokenError, bearer_token
+from accounts.models import ApiToken
+from accounts.services import api_token_create, api_token_revoke
+
+
+def request_with(raw: str | None) -> object:
+    headers = {"Authorization": f"Bearer {raw}"} if raw else {}
+    return RequestFactory().get("/api/runs", headers=headers)
+
+
+def test_token_is_stored_hashed_never_in_clear(operator_user: User) -> None:
+    token, raw = api_token_create(owner=operator_user, name="ci", scopes=["write", "read"])
+    assert raw.startswith("brg_") and len(raw) > 40
+    assert token.token_hash == hashlib.sha256(raw.encode()).hexdigest()
+    assert token.scopes == "read write" and raw.startswith(token.prefix)
+    stored = ApiToken.objects.filter(pk=token.pk).values().get()
+    assert not any(raw in str(value) for value in stored.values())
+    assert raw not in str(token)
+
+
+def test_bearer_token_checks(operator_user: User, reviewer_user: User) -> None:
+    token, raw = api_token_create(owner=reviewer_user, name="ro", scopes=["read"])
+    assert bearer_token(request_with(raw), scope="read") == token
+    assert ApiToken.objects.get(pk=token.pk).last_used_at is not None
+    with pytest.raises(TokenError) as info:
+        bearer_token(request_with(raw), scope="write")
+    assert info.value.status == 403 and "lacks the 'write' scope" in info.value.message
+    for missing in (None, "", "brg_nope"):
+        with pytest.raises(TokenError) as info:
+            bearer_token(request_with(missing), scope="read")
+        assert info.value.status == 401
+    api_token_revoke(token=token)
+    with pytest.raises(TokenError) as info:
+        bearer_token(request_with(raw), scope="read")
+    assert info.value.status == 401 and "revoked" in info.value.message
+
+
+def test_taking_the_role_away_disables_the_token(operator_user: User) -> None:
+    _, raw = api_token_create(owner=operator_user, name="w", scopes=["write"])
+    operator_user.groups.filter(name="operator").delete()
+    with pytest.raises(TokenError) as info:
+        bearer_token(request_with(raw), scope="write")
+    assert info.value.status == 403 and "operator role" in info.value.message
+
+
+def test_scopes_need_the_matching_role(reviewer_user: User, plain_user: User) -> None:
+    with pytest.raises(ValueError, match="lacks the operator role"):
+        api_token_create(owner=reviewer_user, name="w", scopes=["write"])
+    with pytest.raises(ValueError, match="lacks the reviewer role"):
+        api_token_create(owner=plain_user, name="r", scopes=["read"])
+    with pytest.raises(ValueError, match="unknown scope admin"):
+        api_token_create(owner=reviewer_user, name="x", scopes=["admin"])
+    assert not ApiToken.objects.exists()
+
+
+def test_revoked_token_gets_401_from_the_api(operator_user: User) -> None:
+    token, raw = api_token_create(owner=operator_user, name="ci", scopes=["read"])
+    client = Client(headers={"Authorization": f"Bearer {raw}"})
+    assert client.get("/api/runs").status_code == 200
+    api_token_revoke(token=token)
+    response = client.get("/api/runs")
+    assert response.status_code == 401 and "revoked" in response.json()["detail"]
+
+
+def test_create_api_token_command_prints_it_once(operator_user: User) -> None:
+    out, err = StringIO(), StringIO()
+    call_command(
+        "create_api_token", "otto", "--scope", "read", "--scope", "write", stdout=out, stderr=err
+    )
+    raw = out.getvalue().strip()
+    token = ApiToken.objects.get()
+    assert token.token_hash == hashlib.sha256(raw.encode()).hexdigest()
+    assert token.scopes == "read write" and "shown this once" in err.getvalue()
+    with pytest.raises(CommandError, match="no user 'nobody'"):
+        call_command("create_api_token", "nobody")
+
+
+def test_tokens_page_create_shows_once_and_revoke(
+    reviewer: Client, reviewer_user: User, operator_user: User
+) -> None:
+    url = reverse("token_list")
+    assert reviewer.get(url).status_code == 200
+    created = reviewer.post(reverse("token_create"), {"name": "laptop", "scopes": ["read"]})
+    assert created.status_code == 200
+    token = ApiToken.objects.get(owner=reviewer_user)
+    page = created.content.decode()
+    start = page.index('<pre id="new-token">') + len('<pre id="new-token">')
+    raw = page[start : page.index("</pre>", start)]
+    assert hashlib.sha256(raw.encode()).hexdigest() == token.token_hash
+    listing = reviewer.get(url).content.decode()
+    assert token.prefix in listing and raw not in listing and "never" in listing
+
+    # a reviewer cannot mint a write token; the form says why
+    denied = reviewer.post(reverse("token_create"), {"name": "w", "scopes": ["write"]})
+    assert denied.status_code == 400 and b"lacks the operator role" in denied.content
+
+    # someone else's token is not yours to revoke
+    theirs, _ = api_token_create(owner=operator_user, name="ci", scopes=["read"])
+    assert reviewer.post(reverse("token_revoke", args=[theirs.pk])).status_code == 404
+    assert reviewer.get(reverse("token_revoke", args=[token.pk])).status_code == 405
+    assert reviewer.post(reverse("token_revoke", args=[token.pk])).status_code == 302
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    assert b"revoked" in reviewer.get(url).content
+
+
+def test_tokens_page_needs_a_role(anonymous: Client, plain: Client) -> None:
+    url = reverse("token_list")
+    assert anonymous.get(url).status_code == 302
+    assert plain.get(url).status_code == 403
+    assert plain.post(reverse("token_create"), {"name": "x", "scopes": ["read"]}).status_code == 403

@@ -1,0 +1,96 @@
+"""The one NinjaAPI, mounted at /api/: OpenAPI schema at /api/openapi.json, interactive docs at
+/api/docs (Swagger UI served from django-ninja's own static files, so it works offline).
+
+Every error is JSON: {"detail": "...", "errors": [{"path": "episodes[3].messages[2]...",
+"message": "..."}]} — the path names the offending field in the request body.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from accounts.auth import TokenError
+from traces.api import router as traces_router
+from traces.importers import ImportFormatError, UnknownFormatError
+from traces.services import IngestError, error_path
+
+api = NinjaAPI(
+    title="benchrig",
+    version="1",
+    description="Ingest agent traces and read runs, episodes, verdicts and metrics back. "
+    "Authenticate with `Authorization: Bearer <token>` (create tokens at /accounts/tokens/).",
+    urls_namespace="api",
+)
+api.add_router("", traces_router)
+
+
+def _error(
+    request: HttpRequest, status: int, detail: str, errors: list[tuple[str, str]] = ()
+) -> HttpResponse:
+    body = {"detail": detail, "errors": [{"path": p, "message": m} for p, m in errors]}
+    return api.create_response(request, body, status=status)
+
+
+@api.exception_handler(ValidationError)
+def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    errors = []
+    for err in exc.errors:
+        loc = list(err["loc"])
+        # ("body", "payload", "episodes", 3, ...) → "episodes[3]..."; query/path params keep
+        # their own name.
+        loc = loc[2:] if loc[:1] == ["body"] else loc[1:]
+        errors.append((error_path(loc), err["msg"]))
+    return _error(request, 422, "invalid input", errors)
+
+
+@api.exception_handler(IngestError)
+def _ingest(request: HttpRequest, exc: IngestError) -> HttpResponse:
+    return _error(request, exc.status, exc.detail, exc.errors)
+
+
+@api.exception_handler(ImportFormatError)
+def _import_format(request: HttpRequest, exc: ImportFormatError) -> HttpResponse:
+    return _error(request, 422, "the file cannot be read", [(exc.where, exc.message)])
+
+
+@api.exception_handler(UnknownFormatError)
+def _unknown_format(request: HttpRequest, exc: UnknownFormatError) -> HttpResponse:
+    return _error(request, 400, str(exc))
+
+
+@api.exception_handler(TokenError)
+def _token(request: HttpRequest, exc: TokenError) -> HttpResponse:
+    response = _error(request, exc.status, exc.message)
+    if exc.status == 401:
+        response["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return _error(request, 401, "missing API token: send 'Authorization: Bearer <token>'")
+
+
+@api.exception_handler(RequestDataTooBig)
+def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return _error(
+        request,
+        413,
+        f"request body is larger than the limit of {limit} bytes "
+        f"({limit / 2**20:g} MiB, set by BENCHRIG_API_MAX_BODY_MB); send smaller batches",
+    )
+
+
+@api.exception_handler(Http404)
+def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return _error(request, 404, str(exc) or "not found")
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    return _error(request, exc.status_code, str(exc))

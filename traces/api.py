@@ -1,0 +1,230 @@
+"""The ingestion and read API for scripts (mounted at /api/ by benchrig.api).
+
+Reads need a token with the read scope, writes the write scope. Operations stay thin: writes go
+through traces.services (the one ingest path), reads through traces.selectors.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from django.http import HttpRequest
+from django.shortcuts import get_object_or_404
+from ninja import Query, Router, Status
+from ninja.errors import HttpError
+
+from accounts.auth import TokenAuth
+from traces.importers import IMPORTERS
+from traces.models import Episode, Run, Step, Verdict
+from traces.schemas import (
+    EpisodeOut,
+    EpisodePage,
+    EpisodesIn,
+    ErrorOut,
+    ImportOut,
+    IngestOut,
+    PageParams,
+    RunIn,
+    RunOut,
+    RunPage,
+    RunVerdictOut,
+)
+from traces.selectors import (
+    episode_check,
+    run_episodes_page,
+    run_export,
+    run_for_external_id,
+    run_summary,
+    run_verdicts,
+    step_message,
+    steps_by_episode,
+    verdicts_by_episode,
+)
+from traces.selectors import run_list as select_runs
+from traces.services import IngestResult, episodes_write, run_ingest, traces_import
+
+router = Router(tags=["traces"])
+READ = TokenAuth("read")
+WRITE = TokenAuth("write")
+ERRORS = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut, 413: ErrorOut, 422: ErrorOut}
+
+
+def run_out(run: Run) -> dict[str, Any]:
+    exported = run_export(run)
+    return {
+        "id": run.pk,
+        "model": run.model_name,
+        "suite": run.suite_name,
+        "suite_version": run.suite_version,
+        "suite_hash": run.suite_hash,
+        "source": {"format": run.source, "name": run.source_name, "version": run.source_version},
+        "status": run.status,
+        "sampling": exported["sampling"],
+        "metadata": run.metadata,
+        "external_id": exported["external_id"],
+        "n_total": run.n_total,
+        "n_done": run.n_done,
+        "n_passed": run.n_passed,
+        "n_failed": run.n_failed,
+        "n_errored": run.n_errored,
+        "created_at": run.created_at,
+        "finished_at": run.finished_at,
+    }
+
+
+def verdict_out(verdict: Verdict) -> dict[str, Any]:
+    return {
+        "id": verdict.pk,
+        "label": verdict.label,
+        "reason": verdict.reason,
+        "step_index": verdict.step.index if verdict.step else None,
+        "note": verdict.note,
+        "reviewer": verdict.reviewer.get_username() if verdict.reviewer else None,
+        "created_at": verdict.created_at,
+    }
+
+
+def episode_out(episode: Episode, steps: list[Step], verdicts: list[Verdict]) -> dict[str, Any]:
+    messages = []
+    for step in steps:
+        message = step_message(step)
+        # The flag next to arguments stored as sent: they did not parse, and were a bad call.
+        for call, stored in zip(message["tool_calls"], step.tool_calls, strict=True):
+            call["parse_error"] = stored.get("parse_error")
+        messages.append({"index": step.index, **message})
+    return {
+        **{f: getattr(episode, f) for f in EpisodeOut.model_fields if hasattr(episode, f)},
+        "run_id": episode.run_id,
+        "check": episode_check(episode),
+        "messages": messages,
+        "verdicts": [verdict_out(v) for v in verdicts],
+    }
+
+
+def episodes_out(episodes: list[Episode]) -> list[dict[str, Any]]:
+    ids = [e.pk for e in episodes]
+    steps = steps_by_episode(episode_ids=ids)
+    verdicts = verdicts_by_episode(episode_ids=ids)
+    return [episode_out(e, steps[e.pk], verdicts[e.pk]) for e in episodes]
+
+
+def _owned_import(request: HttpRequest, run_id: int) -> Run:
+    run = get_object_or_404(Run, pk=run_id)
+    if run.source == Run.Source.HARNESS or run.triggered_by_id != request.auth.owner_id:
+        raise HttpError(403, f"run {run.pk} was not created through the API by this token's owner")
+    return run
+
+
+@router.post(
+    "/runs", auth=WRITE, response={200: RunOut, 201: RunOut, **ERRORS}, summary="Create a run"
+)
+def run_create(request: HttpRequest, payload: RunIn) -> Status[dict[str, Any]]:
+    """Create an imported run. With an `external_id` already used by this token's owner, the
+    existing run is returned (200) — or 409 if it was created with different fields."""
+    owner = request.auth.owner
+    existed = payload.external_id is not None and (
+        run_for_external_id(owner=owner, external_id=payload.external_id) is not None
+    )
+    run = run_ingest(data=payload, owner=owner)
+    return Status(200 if existed else 201, run_out(run))
+
+
+@router.post(
+    "/runs/{run_id}/episodes",
+    auth=WRITE,
+    response={200: IngestOut, 201: IngestOut, **ERRORS},
+    summary="Append a batch of episodes",
+)
+def episodes_append(
+    request: HttpRequest, run_id: int, payload: EpisodesIn
+) -> Status[dict[str, Any]]:
+    """All-or-nothing; idempotent on (task_id, trial) and on external_id. A re-sent episode that
+    differs from the stored one is a 409 naming it. 201 when anything was created, else 200."""
+    run = _owned_import(request, run_id)
+    result: IngestResult = episodes_write(run=run, episodes=payload.episodes)
+    body = {"run_id": run.pk, "created": result.created, "unchanged": result.unchanged}
+    return Status(201 if result.created else 200, body)
+
+
+@router.post(
+    "/import",
+    auth=WRITE,
+    response={201: ImportOut, 400: ErrorOut, **ERRORS},
+    summary="Import a trace file (the request body is the file)",
+)
+def file_import(request: HttpRequest, format: str, name: str = "upload") -> tuple[int, Any]:
+    if format not in IMPORTERS:
+        known = ", ".join(sorted(IMPORTERS))
+        raise HttpError(400, f"unknown trace format {format!r}; known formats: {known}")
+    runs = traces_import(
+        fmt=format, stream=io.BytesIO(request.body), name=name, owner=request.auth.owner
+    )
+    for run in runs:
+        run.refresh_from_db()
+    return Status(201, {"runs": [run_out(run) for run in runs]})
+
+
+@router.get("/runs", auth=READ, response={200: RunPage, **ERRORS}, summary="List runs")
+def runs_list(
+    request: HttpRequest,
+    page: Query[PageParams],
+    suite: str | None = None,
+    model: str | None = None,
+) -> dict[str, Any]:
+    runs = select_runs()
+    if suite:
+        runs = runs.filter(suite_name=suite)
+    if model:
+        runs = runs.filter(model_name=model)
+    items = list(runs[page.offset : page.offset + page.limit])
+    return {"count": runs.count(), "items": [run_out(r) for r in items]}
+
+
+@router.get("/runs/{run_id}", auth=READ, response={200: RunOut, **ERRORS}, summary="A run")
+def run_detail(request: HttpRequest, run_id: int) -> dict[str, Any]:
+    return run_out(get_object_or_404(Run, pk=run_id))
+
+
+@router.get(
+    "/runs/{run_id}/episodes",
+    auth=READ,
+    response={200: EpisodePage, **ERRORS},
+    summary="A run's episodes with their steps and verdicts",
+)
+def run_episodes(request: HttpRequest, run_id: int, page: Query[PageParams]) -> dict[str, Any]:
+    run = get_object_or_404(Run, pk=run_id)
+    episodes = run_episodes_page(run=run, limit=page.limit, offset=page.offset)
+    return {"count": run.episodes.count(), "items": episodes_out(episodes)}
+
+
+@router.get(
+    "/episodes/{episode_id}",
+    auth=READ,
+    response={200: EpisodeOut, **ERRORS},
+    summary="An episode with its steps and verdicts",
+)
+def episode_detail(request: HttpRequest, episode_id: int) -> dict[str, Any]:
+    return episodes_out([get_object_or_404(Episode, pk=episode_id)])[0]
+
+
+@router.get(
+    "/runs/{run_id}/verdicts",
+    auth=READ,
+    response={200: list[RunVerdictOut], **ERRORS},
+    summary="Every verdict on a run's episodes, oldest first",
+)
+def run_verdict_list(request: HttpRequest, run_id: int) -> list[dict[str, Any]]:
+    run = get_object_or_404(Run, pk=run_id)
+    return [{**verdict_out(v), "episode_id": v.episode_id} for v in run_verdicts(run=run)]
+
+
+@router.get(
+    "/runs/{run_id}/metrics",
+    auth=READ,
+    response={200: dict[str, Any], **ERRORS},
+    summary="A run's scores (computed from its finished episodes)",
+)
+def run_metrics(request: HttpRequest, run_id: int) -> dict[str, Any]:
+    run = get_object_or_404(Run, pk=run_id)
+    return {"run_id": run.pk, **run_summary(run=run).as_dict()}
