@@ -84,19 +84,28 @@ class OtlpImporter(Importer):
     def read(self, stream: BinaryIO, *, name: str) -> Iterator[ImportedRun]:
         data = stream.read()
         try:
-            spans = parse_json_request(data)
-        except ImportFormatError as whole:
+            json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError) as whole:
             # The Collector's file exporter writes one request per line.
             lines = [line for line in data.splitlines() if line.strip()]
             if len(lines) < 2:
-                raise whole from None
+                raise ImportFormatError("file", f"not JSON: {whole}") from None
             spans = []
             for number, line in enumerate(lines, start=1):
                 try:
                     spans.extend(parse_json_request(line))
                 except ImportFormatError as exc:
                     raise ImportFormatError(f"line {number}: {exc.where}", exc.message) from None
-        yield from assemble(spans)
+        else:
+            spans = parse_json_request(data)
+        runs = assemble(spans)
+        if not runs:
+            raise ImportFormatError(
+                "file",
+                f"{len(spans)} spans, but no trace with its root span (a span without a parent,"
+                " or with benchrig.task_id or benchrig.outcome)",
+            )
+        yield from runs
 
 
 # --- decoding --------------------------------------------------------------------------------
@@ -110,6 +119,11 @@ def parse_json_request(data: bytes) -> list[Span]:
         raise ImportFormatError("body", f"not JSON: {exc}") from None
     if not isinstance(request, dict):
         raise ImportFormatError("body", "must be a JSON object (an ExportTraceServiceRequest)")
+    if request and "resourceSpans" not in request:
+        keys = ", ".join(sorted(request)[:5])
+        raise ImportFormatError(
+            "body", f"not an ExportTraceServiceRequest: no resourceSpans (keys: {keys})"
+        )
     resource_spans = _list(request, "resourceSpans", "")
     spans: list[Span] = []
     for r, rs in enumerate(resource_spans):

@@ -601,3 +601,12 @@ def test_queries_per_request_stay_constant_as_traces_grow(db: None, operator_use
         counts.append(len(queries))
     assert Episode.objects.count() == 23
     assert counts[0] == counts[1], counts
+
+
+def test_files_that_are_not_otlp_are_refused(db: None) -> None:
+    with pytest.raises(ImportFormatError, match="no resourceSpans"):
+        traces_import(fmt="otlp-json", stream=io.BytesIO(b'{"eval": {}}'), name="x", owner=None)
+    child = span("chat", "b" * 16, "a" * 16, 2, **{"gen_ai.operation.name": "chat"})
+    with pytest.raises(ImportFormatError, match="1 spans, but no trace with its root span"):
+        traces_import(fmt="otlp-json", stream=io.BytesIO(request(child)), name="x", owner=None)
+    assert not Run.objects.exists()
