@@ -3,7 +3,7 @@
 Responses follow the OTLP/HTTP spec: 200 with an ExportTraceServiceResponse in the request's
 encoding; errors carry a google.rpc.Status (code + message) in the request's encoding, JSON when
 it is unknown. 400 for bad payloads (non-retryable, nothing written), 401/403 from the token,
-413 over the body limit, 415 for other content types or encodings.
+413 over the body limit, 415 for other content types or encodings (gzip and deflate are read).
 """
 
 from __future__ import annotations
@@ -72,18 +72,24 @@ def _body(request: HttpRequest) -> bytes:
     content_encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
     if content_encoding == "identity":
         return body
-    if content_encoding != "gzip":
-        raise BodyError(415, f"unsupported Content-Encoding {content_encoding!r}; use gzip")
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if content_encoding not in ("gzip", "deflate"):
+        raise BodyError(
+            415, f"unsupported Content-Encoding {content_encoding!r}; use gzip or deflate"
+        )
+    # 32 + MAX_WBITS reads both gzip and zlib (HTTP "deflate") framing.
+    inflater = zlib.decompressobj(32 + zlib.MAX_WBITS)
     try:
         # Bounded, so a small compressed body cannot inflate without limit.
         data = inflater.decompress(body, limit + 1 if limit else 0)
     except zlib.error as exc:
-        raise BodyError(400, f"Content-Encoding gzip, but the body is not gzip: {exc}") from None
+        raise BodyError(
+            400,
+            f"Content-Encoding {content_encoding}, but the body is not {content_encoding}: {exc}",
+        ) from None
     if limit and len(data) > limit:
         raise BodyError(413, f"decompressed body over the {limit}-byte limit")
     if not inflater.eof:
-        raise BodyError(400, "Content-Encoding gzip, but the gzip stream is truncated")
+        raise BodyError(400, f"Content-Encoding {content_encoding}, but the stream is truncated")
     return data
 
 

@@ -907,6 +907,15 @@ def otlp_spans_ingest(*, spans: list[dict[str, Any]], owner: AbstractBaseUser) -
     written. Re-sent spans are not stored twice and touch no episode. An episode whose trace grew
     is updated in place (its row, and so its verdicts, stay; its steps are replaced).
     """
+    try:
+        return _otlp_spans_ingest(spans=spans, owner=owner)
+    except IngestConflict:
+        # Two requests carrying spans of one trace can race to create its episode; the loser's
+        # second pass finds it stored and updates it. A real conflict fails again.
+        return _otlp_spans_ingest(spans=spans, owner=owner)
+
+
+def _otlp_spans_ingest(*, spans: list[dict[str, Any]], owner: AbstractBaseUser) -> OtlpResult:
     with transaction.atomic():
         known = set(
             OtlpSpan.objects.filter(

@@ -183,6 +183,10 @@ def _imported_run(
         },
         "external_id": f"inspect:{spec['eval_id']}" if spec.get("eval_id") else None,
     }
+    if not samples:
+        raise ImportFormatError(
+            "samples", "the log holds no samples (was it written with --no-log-samples?)"
+        )
     scorer = _primary_scorer(header)
     order = {str(s): i for i, s in enumerate((spec.get("dataset") or {}).get("sample_ids") or [])}
     episodes = [

@@ -227,6 +227,8 @@ def test_bad_files_name_the_problem() -> None:
         read(b"\x00\x01 not a log")
     with pytest.raises(ImportFormatError, match="no 'eval' object"):
         read(b'{"samples": []}')
+    with pytest.raises(ImportFormatError, match="holds no samples"):
+        read(json.dumps({"eval": {"model": "m", "task": "t"}, "samples": []}).encode())
     with pytest.raises(ImportFormatError, match=r"no header\.json"):
         read(zipped(readme__txt=b"hi"))
     log = json.loads((FIXTURES / "calc_arith.json").read_bytes())

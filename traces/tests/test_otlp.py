@@ -7,6 +7,7 @@ import base64
 import gzip
 import io
 import json
+import zlib
 from typing import Any
 
 import pytest
@@ -394,9 +395,14 @@ def test_undecodable_bodies_are_400(db: None, operator_user: User) -> None:
     assert not OtlpSpan.objects.exists()
 
 
-def test_gzip_json_is_accepted(db: None, operator_user: User) -> None:
-    body = gzip.compress(json.dumps(valid_body()).encode())
-    response = post(Client(), token(operator_user), body, HTTP_CONTENT_ENCODING="gzip")
+@pytest.mark.parametrize(
+    ("encoding", "compress"), [("gzip", gzip.compress), ("deflate", zlib.compress)]
+)
+def test_compressed_json_is_accepted(
+    db: None, operator_user: User, encoding: str, compress: Any
+) -> None:
+    body = compress(json.dumps(valid_body()).encode())
+    response = post(Client(), token(operator_user), body, HTTP_CONTENT_ENCODING=encoding)
     assert response.status_code == 200, response.content
     assert Episode.objects.count() == 2
 
