@@ -243,3 +243,35 @@ class Verdict(models.Model):
 
     def __str__(self) -> str:
         return f"{self.label} on episode {self.episode_id}"
+
+
+class OtlpSpan(models.Model):
+    """A span received on POST /v1/traces, kept as received (normalised to plain JSON).
+
+    Exporters batch: the spans of one trace may arrive over several requests, so each trace's
+    episode is rebuilt from all its stored spans whenever a new one arrives.
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    trace_id = models.CharField(max_length=32)
+    span_id = models.CharField(max_length=16)
+    parent_span_id = models.CharField(max_length=16, blank=True)
+    name = models.TextField(blank=True)
+    start_ns = models.BigIntegerField()
+    end_ns = models.BigIntegerField()
+    # The whole span as traces.importers.otlp normalises it (attributes, events, status,
+    # resource, scope): what episodes are rebuilt from.
+    data = models.JSONField()
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["trace_id", "start_ns", "span_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "trace_id", "span_id"], name="otlpspan_unique_span"
+            ),
+        ]
+        indexes = [models.Index(fields=["owner", "trace_id"])]
+
+    def __str__(self) -> str:
+        return f"span {self.span_id} of trace {self.trace_id}"

@@ -32,7 +32,8 @@ from benchrig.harness.scoring import tool_efficiency
 from benchrig.harness.sink import ThreadedSink
 from benchrig.harness.suites import Suite, load_suite
 from traces.importers import ImportFormatError, importer_for
-from traces.models import Backend, Episode, Run, Step, Verdict
+from traces.importers.otlp import trace_episode
+from traces.models import Backend, Episode, OtlpSpan, Run, Step, Verdict
 from traces.schemas import NO_NUL, EpisodeIn, MessageIn, RunIn
 from traces.selectors import (
     episode_export,
@@ -951,3 +952,176 @@ def import_job_run(*, job_id: str) -> dict[str, Any]:
         path.unlink()  # stored in the database now; a failed upload is kept for inspection
     _status_write(job_id, status)
     return status
+
+
+# ---- OTLP: spans kept as received, each touched trace's episode rebuilt ---------------------
+
+
+@dataclass(frozen=True)
+class OtlpResult:
+    spans_stored: int
+    spans_unchanged: int
+    episodes_created: int
+    episodes_updated: int
+    episodes_unchanged: int
+    traces_pending: int  # traces whose root span has not arrived yet
+
+
+def otlp_spans_ingest(*, spans: list[dict[str, Any]], owner: AbstractBaseUser) -> OtlpResult:
+    """Keep the spans, then rebuild the episode of every trace that received a new span.
+
+    All in one transaction: a trace that cannot be stored (IngestError naming it) leaves nothing
+    written. Re-sent spans are not stored twice and touch no episode. An episode whose trace grew
+    is updated in place (its row, and so its verdicts, stay; its steps are replaced).
+    """
+    try:
+        return _otlp_spans_ingest(spans=spans, owner=owner)
+    except IngestConflict:
+        # Two requests carrying spans of one trace can race to create its episode; the loser's
+        # second pass finds it stored and updates it. A real conflict fails again.
+        return _otlp_spans_ingest(spans=spans, owner=owner)
+
+
+def _otlp_spans_ingest(*, spans: list[dict[str, Any]], owner: AbstractBaseUser) -> OtlpResult:
+    with transaction.atomic():
+        known = set(
+            OtlpSpan.objects.filter(
+                owner=owner, trace_id__in={s["trace_id"] for s in spans}
+            ).values_list("trace_id", "span_id")
+        )
+        fresh: dict[tuple[str, str], dict[str, Any]] = {}
+        for span in spans:
+            key = (span["trace_id"], span["span_id"])
+            if key not in known:
+                fresh.setdefault(key, span)
+        OtlpSpan.objects.bulk_create(
+            [
+                OtlpSpan(
+                    owner=owner,
+                    trace_id=span["trace_id"],
+                    span_id=span["span_id"],
+                    parent_span_id=span["parent_span_id"],
+                    name=span["name"],
+                    start_ns=span["start_ns"],
+                    end_ns=span["end_ns"],
+                    data=span,
+                )
+                for span in fresh.values()
+            ],
+            ignore_conflicts=True,  # a concurrent request stored the same span first
+        )
+        created, updated, unchanged, pending = _otlp_traces_rebuild(
+            owner=owner, trace_ids={trace_id for trace_id, _ in fresh}
+        )
+    return OtlpResult(
+        spans_stored=len(fresh),
+        spans_unchanged=len(spans) - len(fresh),
+        episodes_created=created,
+        episodes_updated=updated,
+        episodes_unchanged=unchanged,
+        traces_pending=pending,
+    )
+
+
+def _otlp_traces_rebuild(
+    *, owner: AbstractBaseUser, trace_ids: set[str]
+) -> tuple[int, int, int, int]:
+    by_trace: dict[str, list[dict[str, Any]]] = {t: [] for t in trace_ids}
+    for trace_id, data in OtlpSpan.objects.filter(owner=owner, trace_id__in=trace_ids).values_list(
+        "trace_id", "data"
+    ):
+        by_trace[trace_id].append(data)
+    built: dict[str, tuple[dict[str, Any], EpisodeIn]] = {}
+    pending = 0
+    for trace_id in sorted(by_trace):
+        try:
+            pair = trace_episode(by_trace[trace_id])
+        except ImportFormatError as exc:
+            raise IngestError([(exc.where, exc.message)]) from None
+        if pair is None:
+            pending += 1
+            continue
+        run_data, episode_data = pair
+        try:
+            built[trace_id] = (run_data, EpisodeIn.model_validate(episode_data))
+        except PydanticValidationError as exc:
+            raise IngestError(validation_errors(exc, prefix=f"trace {trace_id}")) from None
+    if not built:
+        return 0, 0, 0, pending
+
+    runs: dict[str, Run] = {}
+    for trace_id, (run_data, _) in built.items():
+        key = run_data["external_id"]
+        if key not in runs:
+            try:
+                runs[key] = run_ingest(data=run_data, owner=owner, source=Run.Source.OTLP)
+            except IngestError as exc:
+                exc.errors = [(f"trace {trace_id}: run.{p}", m) for p, m in exc.errors]
+                raise
+    existing = {
+        e.external_id: e
+        for e in Episode.objects.filter(
+            run__triggered_by=owner,
+            run__source=Run.Source.OTLP,
+            external_id__in=[ep.external_id for _, ep in built.values()],
+        )
+    }
+    steps = steps_by_episode(episode_ids=[e.pk for e in existing.values()]) if existing else {}
+    now = timezone.now()
+    fresh: dict[str, list[EpisodeIn]] = {}
+    fresh_traces: dict[str, list[str]] = {}
+    touched_runs: set[int] = set()
+    created = updated = unchanged = 0
+    for trace_id, (run_data, ep) in built.items():
+        run = runs[run_data["external_id"]]
+        old = existing.get(ep.external_id or "")
+        if old is None:
+            fresh.setdefault(run_data["external_id"], []).append(ep)
+            fresh_traces.setdefault(run_data["external_id"], []).append(f"trace {trace_id}")
+            continue
+        prepared = _prepare(run, ep, now)
+        stored = episode_export(episode=old, steps=steps[old.pk])
+        if old.run_id == run.pk and not _first_difference(stored, prepared.canonical):
+            unchanged += 1
+            continue
+        touched_runs |= {old.run_id, run.pk}
+        _episode_replace(old=old, prepared=prepared, where=f"trace {trace_id}")
+        updated += 1
+    for key, episodes in fresh.items():
+        try:
+            result = episodes_write(run=runs[key], episodes=episodes)
+        except IngestError as exc:
+            exc.errors = _relocate(exc.errors, tuple(fresh_traces[key]))
+            raise
+        created += result.created
+        unchanged += result.unchanged
+    for run in Run.objects.filter(pk__in=touched_runs):
+        run_counters_update(run=run)
+    return created, updated, unchanged, pending
+
+
+def _episode_replace(*, old: Episode, prepared: _Prepared, where: str) -> None:
+    fields = [
+        f.name
+        for f in Episode._meta.concrete_fields
+        if f.name not in ("id", "started_at", "verdict_label")
+    ]
+    for name in fields:
+        setattr(old, name, getattr(prepared.episode, name))
+    try:
+        with transaction.atomic():
+            old.save(update_fields=fields)
+    except IntegrityError:
+        raise IngestConflict(
+            [
+                (
+                    where,
+                    f"run {old.run_id} already has another episode for task {old.task_id!r}, "
+                    f"trial {old.trial}",
+                )
+            ]
+        ) from None
+    Step.objects.filter(episode=old).delete()
+    for step in prepared.steps:
+        step.episode = old
+    Step.objects.bulk_create(prepared.steps)

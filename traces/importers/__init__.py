@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from traces.importers.base import ImportedRun, Importer, ImportFormatError
+from traces.importers.inspect import InspectImporter
 from traces.importers.openai_jsonl import OpenAIJsonlImporter
+from traces.importers.otlp import OtlpImporter
 
 IMPORTERS: dict[str, type[Importer]] = {
     OpenAIJsonlImporter.format: OpenAIJsonlImporter,
+    InspectImporter.format: InspectImporter,
+    OtlpImporter.format: OtlpImporter,
 }
 
 
