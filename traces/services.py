@@ -1081,7 +1081,9 @@ def _otlp_traces_rebuild(
             continue
         prepared = _prepare(run, ep, now)
         stored = episode_export(episode=old, steps=steps[old.pk])
-        if old.run_id == run.pk and not _first_difference(stored, prepared.canonical):
+        if old.run_id == run.pk and not _first_difference(
+            stored, episode_canonical(prepared.source)
+        ):
             unchanged += 1
             continue
         touched_runs |= {old.run_id, run.pk}
@@ -1101,16 +1103,24 @@ def _otlp_traces_rebuild(
 
 
 def _episode_replace(*, old: Episode, prepared: _Prepared, where: str) -> None:
+    """Rewrite a stored episode from a fuller copy of its trace, keeping its id (and so its
+    verdicts). The prepared rows are already in database form, so this is plain SQL like the
+    insert path (_rows_insert)."""
+    keep = {"id", "started_at", "verdict_label"}
     fields = [
-        f.name
+        f
         for f in Episode._meta.concrete_fields
-        if f.name not in ("id", "started_at", "verdict_label")
+        if f.name not in keep and f.attname in prepared.episode
     ]
-    for name in fields:
-        setattr(old, name, getattr(prepared.episode, name))
+    quote = connection.ops.quote_name
+    sql = "UPDATE {} SET {} WHERE {} = %s".format(
+        quote(Episode._meta.db_table),
+        ", ".join(f"{quote(f.column)} = %s" for f in fields),
+        quote(Episode._meta.pk.column),
+    )
     try:
-        with transaction.atomic():
-            old.save(update_fields=fields)
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(sql, [prepared.episode[f.attname] for f in fields] + [old.pk])
     except IntegrityError:
         raise IngestConflict(
             [
@@ -1123,5 +1133,5 @@ def _episode_replace(*, old: Episode, prepared: _Prepared, where: str) -> None:
         ) from None
     Step.objects.filter(episode=old).delete()
     for step in prepared.steps:
-        step.episode = old
-    Step.objects.bulk_create(prepared.steps)
+        step["episode_id"] = old.pk
+    _rows_insert(Step, prepared.steps)
