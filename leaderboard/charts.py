@@ -105,7 +105,10 @@ def efficiency_frontier(board: Board, rows: list[Row]) -> dict[str, Any]:
         "layout": _layout(
             f"Tokens per task vs task success ({board.query.view})",
             showlegend=False,
-            xaxis={"title": {"text": "completion tokens per task (fewer is better)"}, "zeroline": False},
+            xaxis={
+                "title": {"text": "completion tokens per task (fewer is better)"},
+                "zeroline": False,
+            },
             yaxis={
                 "title": {"text": "task success, % (95% Wilson)"},
                 "range": [-5, 108],
