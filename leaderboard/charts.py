@@ -157,7 +157,7 @@ def pass_heatmap(board: Board, rows: list[Row]) -> dict[str, Any]:
 
 def board_figures(board: Board, rows: list[Row]) -> dict[str, dict[str, Any]]:
     return {
-        "score-by-axis": score_by_axis(board, rows),
+        "score_by_axis": score_by_axis(board, rows),
         "efficiency": efficiency_frontier(board, rows),
         "heatmap": pass_heatmap(board, rows),
     }

@@ -19,6 +19,7 @@ from django.db.models import Case, Count, Max, Q, Sum, Value, When
 
 from benchrig.harness.scoring import agentic_score
 from leaderboard import stats
+from leaderboard.models import ShareLink
 from traces.models import Episode, Run, Verdict
 
 RAW, ADJUSTED = "raw", "adjusted"
@@ -469,6 +470,7 @@ class Comparison:
     p_value: float
     p_words: str
     view: str
+    query: BoardQuery
 
 
 def _name(row: Row, other: Row) -> str:
@@ -529,6 +531,7 @@ def compare_build(*, a_id: int, b_id: int, view: str = RAW) -> Comparison:
         p_value=p,
         p_words=stats.p_value_words(p, discordant=a_only + b_only),
         view=view,
+        query=board.query,
     )
 
 
@@ -620,3 +623,70 @@ def _compare_lines(a: Row, b: Row, axes: list[str]) -> list[CompareLine]:
         sb = b.axes[axis].sums if axis in b.axes else Sums()
         lines.append(success_line(f"Success: {axis}", sa, sb, axis))
     return lines
+
+
+# --- share links ---------------------------------------------------------------------------------
+
+
+def share_get(*, slug: str) -> ShareLink | None:
+    """A live (not revoked) share link, or None."""
+    return ShareLink.objects.filter(slug=slug, revoked_at__isnull=True).first()
+
+
+def share_links_of(*, user: Any) -> list[ShareLink]:
+    return list(ShareLink.objects.filter(owner=user, revoked_at__isnull=True)[:50])
+
+
+def share_query(*, link: ShareLink, view: str | None = None, sort: str | None = None) -> BoardQuery:
+    """The frozen view of a share link; a reader may flip raw/adjusted and the sort, never the
+    runs (already folded to one per configuration when the link was made, if it was)."""
+    return BoardQuery(
+        suite=link.suite_name,
+        version=link.suite_version,
+        suite_hash=link.suite_hash,
+        view=view or link.view,
+        token_mode=link.token_mode,
+        grouping=PER_RUN,
+        sort=sort or link.sort,
+        run_ids=tuple(link.run_ids),
+    )
+
+
+def board_table(board: Board) -> list[dict[str, Any]]:
+    """The table as plain records, for CSV and JSON export."""
+
+    def r4(x: float | None) -> float | None:
+        return None if x is None else round(x, 4)
+
+    out = []
+    for row in board.rows:
+        rec: dict[str, Any] = {
+            "rank": row.rank,
+            "tied_with_previous": row.tie,
+            "run_id": row.run_id,
+            "model": row.model_name,
+            "backend": row.backend_name,
+            "created_at": row.created_at.isoformat(),
+            "agentic_score": r4(row.score),
+            "agentic_score_lo": r4(row.score_ci[0]) if row.score_ci else None,
+            "agentic_score_hi": r4(row.score_ci[1]) if row.score_ci else None,
+            "task_success": r4(row.success),
+            "task_success_lo": r4(row.success_ci[0]) if row.success_ci else None,
+            "task_success_hi": r4(row.success_ci[1]) if row.success_ci else None,
+            "passed": row.sums.passed,
+            "episodes": row.episodes,
+            "tool_efficiency": r4(row.tool_eff),
+            "loop_stability": r4(row.stability),
+            "tokens_per_task": r4(row.tokens_per_task),
+            "token_efficiency": r4(row.token_eff),
+            "errored_excluded": row.errored,
+            "verdict_excluded": row.excluded_by_verdict,
+            "no_tool_calls": row.no_tool_calls,
+        }
+        if board.pass_k:
+            rec[f"pass^{board.pass_k}"] = r4(row.pass_k)
+        for axis in board.axes:
+            cell = row.axes.get(axis)
+            rec[f"success_{axis}"] = r4(cell.success) if cell else None
+        out.append(rec)
+    return out
