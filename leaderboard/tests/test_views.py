@@ -107,7 +107,8 @@ def test_adjusted_toggle_swaps_the_fragment_and_changes_only_that_view(reviewer:
     assert (adj_row.sums.passed, adj_row.episodes) == (13, 14)
     assert "13/14" in body and "1 by verdict" in body
     assert "1 tagged" in raw.content.decode()
-    figure = json.loads(body.split('id="fig-score-by-axis" type="application/json">')[1].split("<")[0])
+    marker = 'id="fig-score-by-axis" type="application/json">'
+    figure = json.loads(body.split(marker)[1].split("<")[0])
     nex_bar = next(t for t in figure["data"] if t["name"] == NEX)
     assert nex_bar["y"][0] == pytest.approx(adj_row.score, abs=0.01) and nex_bar["y"][0] > 92.0
 
