@@ -65,6 +65,7 @@ def efficiency_frontier(board: Board, rows: list[Row]) -> dict[str, Any]:
     both (fewer tokens and more success)."""
     rows = [r for r in rows if r.episodes]
     names = row_names(rows)
+    top = max((r.tokens_per_task for r in rows), default=1.0) or 1.0
     points = {
         "type": "scatter",
         "mode": "markers+text",
@@ -72,7 +73,15 @@ def efficiency_frontier(board: Board, rows: list[Row]) -> dict[str, Any]:
         "x": [round(r.tokens_per_task, 1) for r in rows],
         "y": [round(100 * r.success, 1) for r in rows],
         "text": [names[r.run_id] for r in rows],
-        "textposition": "top center",
+        # Labels lean inwards at the edges so they stay inside the plot.
+        "textposition": [
+            "top right"
+            if r.tokens_per_task < 0.25 * top
+            else "top left"
+            if r.tokens_per_task > 0.8 * top
+            else "top center"
+            for r in rows
+        ],
         "marker": {"size": 12, "color": [PALETTE[i % len(PALETTE)] for i in range(len(rows))]},
         "error_y": {
             "type": "data",
@@ -108,10 +117,13 @@ def efficiency_frontier(board: Board, rows: list[Row]) -> dict[str, Any]:
             xaxis={
                 "title": {"text": "completion tokens per task (fewer is better)"},
                 "zeroline": False,
+                # Room either side for the point labels.
+                "range": [0, 1.2 * top],
+                "gridcolor": "#eef0f3",
             },
             yaxis={
                 "title": {"text": "task success, % (95% Wilson)"},
-                "range": [-5, 108],
+                "range": [-5, 115],
                 "gridcolor": "#eef0f3",
             },
         ),
@@ -147,8 +159,13 @@ def pass_heatmap(board: Board, rows: list[Row]) -> dict[str, Any]:
         ],
         "layout": _layout(
             f"Pass rate by run and task ({board.query.view})",
-            height=max(260, 120 + 34 * len(rows)),
-            margin={"l": 160, "r": 20, "t": 50, "b": 130},
+            height=190 + 30 * len(rows),
+            margin={
+                "l": 12 + 7 * max((len(n) for n in names.values()), default=10),
+                "r": 20,
+                "t": 50,
+                "b": 140,
+            },
             xaxis={"tickangle": -40},
             yaxis={"autorange": "reversed"},
         ),

@@ -12,6 +12,8 @@
       var source = document.getElementById(el.getAttribute("data-figure"));
       if (!source) return;
       var figure = JSON.parse(source.textContent);
+      // A figure that sizes itself (the heatmap grows with its rows) sets its box's height too.
+      if (figure.layout.height) el.style.height = figure.layout.height + "px";
       window.Plotly.react(el, figure.data, figure.layout, config);
     });
   }
