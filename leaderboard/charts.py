@@ -167,7 +167,7 @@ def pass_heatmap(board: Board, rows: list[Row]) -> dict[str, Any]:
                 "b": 140,
             },
             xaxis={"tickangle": -40},
-            yaxis={"autorange": "reversed"},
+            yaxis={"autorange": "reversed", "automargin": True},
         ),
     }
 
