@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Case, Count, Max, Q, Sum, Value, When
+from django.db.models.fields.json import KT
 
 from benchrig.harness.scoring import agentic_score
 from leaderboard import stats
@@ -36,7 +37,7 @@ BOARD_STATUSES = (Run.Status.SUCCEEDED, Run.Status.FAILED, Run.Status.CANCELLED)
 # (name, base_url, timeout_s, max_concurrency, has_api_key) says where and how patiently the
 # server is reached, so two runs differing only there are the same configuration.
 CONFIG_KEYS = ("sampling", "extra_body")
-SORT_KEYS = ("score", "success", "tool_eff", "stability", "tokens", "episodes", "model", "pass_k")
+SORT_KEYS = ("score", "success", "tool_eff", "stability", "tokens", "episodes", "model")
 DEFAULT_SORT = "-score"
 
 
@@ -132,8 +133,9 @@ class Row:
     created_at: datetime
     status: str
     trials: int
-    config_key: str
+    backend_config: dict[str, Any]
     runs_in_config: int = 1
+    sort_axis: Sums | None = None  # this row's sums on the axis the board is sorted by
     sums: Sums = field(default_factory=Sums)
     tokens: int = 0
     tool_calls: int = 0
@@ -260,8 +262,14 @@ def _sums(agg: dict[str, Any]) -> Sums:
     )
 
 
-def board_build(query: BoardQuery) -> Board:
-    """The leaderboard for one suite version and hash, ranked, with intervals and ties."""
+def board_build(query: BoardQuery, *, window: tuple[int, int] | None = None) -> Board:
+    """The leaderboard for one suite version and hash, ranked, with intervals and ties.
+
+    Every row gets its point estimates (one grouped query per run and axis, over all runs).
+    Per-task detail — the bootstrap interval, pass^k, heatmap cells, tie marks — is computed for
+    the rows in ``window`` (start, stop) of the ranked list, plus the row just above it so the
+    first row can be tied with it; ``None`` means every row (exports, comparisons).
+    """
     runs_qs = Run.objects.filter(
         suite_name=query.suite,
         suite_version=query.version,
@@ -270,18 +278,23 @@ def board_build(query: BoardQuery) -> Board:
     )
     if query.run_ids is not None:
         runs_qs = runs_qs.filter(pk__in=query.run_ids)
+    # The backend's name comes out of the JSON in SQL; the whole snapshot is only decoded when
+    # rows fold by configuration.
+    fields = ["id", "model_name", "created_at", "status", "trials"]
+    if query.grouping == LATEST:
+        fields.append("backend_config")
     rows = {
         r["id"]: Row(
             run_id=r["id"],
             model_name=r["model_name"],
-            backend_name=(r["backend_config"] or {}).get("name", ""),
+            backend_name=r["backend_name"] or "",
             created_at=r["created_at"],
             status=r["status"],
             trials=r["trials"],
-            config_key=config_key(model_name=r["model_name"], backend_config=r["backend_config"]),
+            backend_config=r.get("backend_config") or {},
         )
-        for r in runs_qs.values(
-            "id", "model_name", "backend_config", "created_at", "status", "trials"
+        for r in runs_qs.annotate(backend_name=KT("backend_config__name")).values(
+            *fields, "backend_name"
         )
     }
     considered = len(rows)
@@ -300,66 +313,101 @@ def board_build(query: BoardQuery) -> Board:
     tagged = Q(outcome__in=[Episode.Outcome.PASSED, Episode.Outcome.FAILED]) & Q(
         verdict_label__in=EXCLUDED_LABELS
     )
+    # One scan grouped by run (the episodes' run index already orders it). Per-axis and per-task
+    # cells are detail, fetched below for the rows on show; sorting by an axis adds its two sums.
+    sort_axis = query.sort.removeprefix("-").removeprefix("axis:") if "axis:" in query.sort else ""
+    extra = {}
+    if sort_axis:
+        on_axis = scored & Q(axis=sort_axis)
+        extra = {
+            "axis_n": Count("id", filter=on_axis),
+            "axis_passed": Count("id", filter=on_axis & Q(outcome=Episode.Outcome.PASSED)),
+        }
     per_run = (
-        episodes.values("run_id")
+        episodes.values_list("run_id")
         .order_by()
         .annotate(
+            **_sum_aggregates(scored),
             tokens=Sum("completion_tokens", filter=scored),
             calls=Sum("n_tool_calls", filter=scored),
             errored=Count("id", filter=Q(outcome=Episode.Outcome.ERRORED)),
             tagged=Count("id", filter=tagged),
-            **_sum_aggregates(scored),
+            **extra,
         )
     )
-    for agg in per_run:
-        row = rows.get(agg["run_id"])
+    for run_id, n, passed, eff, stable, tokens, calls, errored, n_tagged, *on_axis_sums in per_run:
+        row = rows.get(run_id)
         if row is None:  # folded away by "latest per configuration"
             continue
-        row.sums = _sums(agg)
-        row.tokens = agg["tokens"] or 0
-        row.tool_calls = agg["calls"] or 0
-        row.errored = agg["errored"]
-        row.tagged_excludable = agg["tagged"]
-        row.excluded_by_verdict = agg["tagged"] if query.view == ADJUSTED else 0
-
-    per_task = (
-        episodes.values("run_id", "axis", "task_id").order_by().annotate(**_sum_aggregates(scored))
-    )
-    task_axes: dict[str, str] = {}
-    for agg in per_task:
-        task_axes[agg["task_id"]] = agg["axis"]
-        row = rows.get(agg["run_id"])
-        if row is None:
-            continue
-        sums = _sums(agg)
-        row.tasks[agg["task_id"]] = sums
-        row.axes.setdefault(agg["axis"], AxisCell(axis=agg["axis"], sums=Sums())).sums.add(sums)
+        row.sums = Sums(n=n, passed=passed, eff=eff or 0.0, stable=stable)
+        row.tokens = tokens or 0
+        row.tool_calls = calls or 0
+        row.errored = errored
+        row.tagged_excludable = n_tagged
+        row.excluded_by_verdict = n_tagged if query.view == ADJUSTED else 0
+        if on_axis_sums:
+            axis_n, axis_passed = on_axis_sums
+            row.sort_axis = Sums(n=axis_n, passed=axis_passed)
 
     board_rows = list(rows.values())
-    axes = sorted(set(task_axes.values()))
-    tasks = sorted(((axis, task) for task, axis in task_axes.items()))
-    _score(board_rows, token_mode=query.token_mode, tasks=[t for _, t in tasks])
-    k = _pass_k(board_rows)
-    ordered = _rank(board_rows, query.sort)
+    _score_points(board_rows, token_mode=query.token_mode)
+    ordered = _order(board_rows, query.sort)
+    lo, hi = window if window is not None else (0, len(ordered))
+    detail = ordered[max(0, lo - 1) : hi]
+    tasks = _task_detail(episodes, detail, scored=scored)
+    for row in detail:
+        for cell in row.axes.values():
+            cell.score = cell.sums.score(row.token_eff)
+    _bootstrap(detail, tasks=[t for _, t in tasks])
+    k = _pass_k(detail)
+    _mark_ties(detail, query.sort)
     return Board(
-        query=query, rows=ordered, axes=axes, tasks=tasks, pass_k=k, runs_considered=considered
+        query=query,
+        rows=ordered,
+        axes=sorted({axis for axis, _ in tasks}),
+        tasks=tasks,
+        pass_k=k,
+        runs_considered=considered,
     )
+
+
+def _task_detail(episodes: Any, rows: list[Row], *, scored: Q) -> list[tuple[str, str]]:
+    """Per-(run, task) sums for the given rows, rolled up into their axis cells, in one grouped
+    query; returns the (axis, task) pairs seen, in display order."""
+    if not rows:
+        return []
+    by_id = {row.run_id: row for row in rows}
+    per_task = (
+        episodes.filter(run_id__in=list(by_id))
+        .values_list("run_id", "axis", "task_id")
+        .order_by()
+        .annotate(**_sum_aggregates(scored))
+    )
+    task_axes: dict[str, str] = {}
+    for run_id, axis, task_id, n, passed, eff, stable in per_task:
+        task_axes[task_id] = axis
+        row = by_id[run_id]
+        sums = Sums(n=n, passed=passed, eff=eff or 0.0, stable=stable)
+        row.tasks[task_id] = sums
+        row.axes.setdefault(axis, AxisCell(axis=axis, sums=Sums())).sums.add(sums)
+    return sorted((axis, task) for task, axis in task_axes.items())
 
 
 def _latest_per_config(rows: dict[int, Row]) -> dict[int, Row]:
     latest: dict[str, Row] = {}
     counts: dict[str, int] = defaultdict(int)
     for row in rows.values():
-        counts[row.config_key] += 1
-        best = latest.get(row.config_key)
+        key = config_key(model_name=row.model_name, backend_config=row.backend_config)
+        counts[key] += 1
+        best = latest.get(key)
         if best is None or (row.created_at, row.run_id) > (best.created_at, best.run_id):
-            latest[row.config_key] = row
+            latest[key] = row
     for key, row in latest.items():
         row.runs_in_config = counts[key]
     return {row.run_id: row for row in latest.values()}
 
 
-def _score(rows: list[Row], *, token_mode: str, tasks: list[str]) -> None:
+def _score_points(rows: list[Row], *, token_mode: str) -> None:
     if token_mode == TOKENS_RELATIVE:
         # Rows without token usage (imports that never recorded it) neither set the bar nor lose
         # credit: there is nothing to compare.
@@ -369,10 +417,11 @@ def _score(rows: list[Row], *, token_mode: str, tasks: list[str]) -> None:
             row.token_eff = leanest / row.tokens_per_task if row.tokens_per_task > 0 else 1.0
     for row in rows:
         row.score = row.sums.score(row.token_eff)
-        for cell in row.axes.values():
-            cell.score = cell.sums.score(row.token_eff)
-    # Bootstrap over tasks: per-task sums of per-episode scores, token efficiency held at the
-    # row's value (it is a property of the whole row, not of a task).
+
+
+def _bootstrap(rows: list[Row], *, tasks: list[str]) -> None:
+    """Bootstrap over tasks: per-task sums of per-episode scores, token efficiency held at the
+    row's value (it is a property of the whole row, not of a task)."""
     empty = Sums()
     numerators = [[r.tasks.get(t, empty).score_sum(r.token_eff) for t in tasks] for r in rows]
     denominators = [[r.tasks.get(t, empty).n for t in tasks] for r in rows]
@@ -394,12 +443,10 @@ def _pass_k(rows: list[Row]) -> int | None:
 
 def _sort_value(row: Row, key: str) -> Any:
     if key.startswith("axis:"):
-        cell = row.axes.get(key[5:])
-        return cell.success if cell and cell.success is not None else -1.0
+        s = row.sort_axis
+        return s.passed / s.n if s and s.n else -1.0
     if key == "model":
         return row.label.lower()
-    if key == "pass_k":
-        return row.pass_k if row.pass_k is not None else -1.0
     return {
         "score": row.score,
         "success": row.success,
@@ -416,23 +463,30 @@ def _interval(row: Row, key: str) -> stats.Interval | None:
     if key == "success":
         return row.success_ci
     if key.startswith("axis:"):
-        cell = row.axes.get(key[5:])
-        return cell.success_ci if cell else None
+        return stats.wilson(row.sort_axis.passed, row.sort_axis.n) if row.sort_axis else None
     return None
 
 
-def _rank(rows: list[Row], sort: str) -> list[Row]:
+def _order(rows: list[Row], sort: str) -> list[Row]:
     key = sort.removeprefix("-")
     descending = sort.startswith("-")
     # Rows with nothing scored go last whatever the direction; newer runs first among equals.
     ordered = sorted(rows, key=lambda r: (r.created_at, r.run_id), reverse=True)
     ordered.sort(key=lambda r: _sort_value(r, key), reverse=descending)
     ordered.sort(key=lambda r: r.episodes == 0)
-    ties = stats.tied_with_previous([_interval(r, key) for r in ordered])
     for i, row in enumerate(ordered):
-        row.tie = ties[i]
-        row.rank = ordered[i - 1].rank if ties[i] else i + 1
+        row.rank = i + 1
     return ordered
+
+
+def _mark_ties(rows: list[Row], sort: str) -> None:
+    """Consecutive ranked rows whose intervals overlap share the upper row's rank."""
+    key = sort.removeprefix("-")
+    ties = stats.tied_with_previous([_interval(r, key) for r in rows])
+    for i, row in enumerate(rows):
+        row.tie = ties[i]
+        if ties[i]:
+            row.rank = rows[i - 1].rank
 
 
 # --- paired comparison of two runs -------------------------------------------------------------

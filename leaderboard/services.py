@@ -23,7 +23,7 @@ def share_create(
     title = title.strip()
     if len(title) > TITLE_MAX:
         raise BoardError(f"title is {len(title)} characters; at most {TITLE_MAX}")
-    board = board_build(query)
+    board = board_build(query, window=(0, 1))  # the runs and the top row; no detail needed
     if not board.rows:
         raise BoardError("this board has no runs to share")
     best = board.rows[0]

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -69,15 +70,13 @@ def bootstrap_ratio(
     with np.errstate(invalid="ignore", divide="ignore"):
         boot = (num @ counts) / (den @ counts)  # (rows, B); 0/0 → nan: a draw of empty tasks
     tail = (1 - level) / 2 * 100
-    out: list[Interval | None] = []
-    for r in range(num.shape[0]):
-        row = boot[r][~np.isnan(boot[r])]
-        if den[r].sum() == 0 or row.size == 0:
-            out.append(None)
-            continue
-        lo, hi = np.percentile(row, [tail, 100 - tail])
-        out.append((float(lo), float(hi)))
-    return out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # rows with no scored episode: all nan
+        lows, highs = np.nanpercentile(boot, [tail, 100 - tail], axis=1)
+    return [
+        None if den[r].sum() == 0 or np.isnan(lows[r]) else (float(lows[r]), float(highs[r]))
+        for r in range(num.shape[0])
+    ]
 
 
 def pass_hat_k(per_task: Sequence[tuple[int, int]], k: int) -> float | None:

@@ -75,6 +75,22 @@ def _board_query(params: Any, *, suite: str) -> BoardQuery:
     )
 
 
+def _page_window(request: HttpRequest) -> tuple[int, int]:
+    """The slice of ranked rows the requested page shows (the paginator clamps bad pages)."""
+    raw = request.GET.get("page", "1")
+    number = int(raw) if raw.isdigit() and int(raw) > 0 else 1
+    return (number - 1) * ROWS_PER_PAGE, number * ROWS_PER_PAGE
+
+
+def _board_page(request: HttpRequest, query: BoardQuery) -> Board:
+    start, stop = _page_window(request)
+    board = board_build(query, window=(start, stop))
+    if start >= len(board.rows) > 0:  # past the end: the paginator shows the last page
+        last = (len(board.rows) - 1) // ROWS_PER_PAGE
+        board = board_build(query, window=(last * ROWS_PER_PAGE, (last + 1) * ROWS_PER_PAGE))
+    return board
+
+
 def _board_context(request: HttpRequest, board: Board, *, link: ShareLink | None) -> dict:
     page = Paginator(board.rows, ROWS_PER_PAGE).get_page(request.GET.get("page"))
     rows = list(page.object_list)
@@ -105,8 +121,7 @@ def board(request: HttpRequest, suite: str) -> HttpResponse:
         query = _board_query(request.GET, suite=suite)
     except BoardError as exc:
         return _bad(str(exc))
-    built = board_build(query)
-    context = _board_context(request, built, link=None)
+    context = _board_context(request, _board_page(request, query), link=None)
     if request.htmx:
         return render(request, "leaderboard/partials/board_body.html", context)
     context["versions"] = suite_versions(suite=suite)
@@ -182,7 +197,7 @@ def shared(request: HttpRequest, slug: str) -> HttpResponse:
         query = share_query(link=link, view=request.GET.get("view"), sort=request.GET.get("sort"))
     except BoardError as exc:
         return _bad(str(exc))
-    context = _board_context(request, board_build(query), link=link)
+    context = _board_context(request, _board_page(request, query), link=link)
     if request.htmx:
         return render(request, "leaderboard/partials/board_body.html", context)
     context["is_owner"] = request.user.is_authenticated and request.user.pk == link.owner_id

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django import template
 from django.http import QueryDict
@@ -57,20 +58,22 @@ def queue_url(view: str, run_id: int, kind: str = "failed", axis: str = "") -> s
     kind: failed (success cells), scored (every episode the row counts), errored, excluded
     (the episodes an adjusted view leaves out by verdict).
     """
-    params = QueryDict(mutable=True)
-    params["run"] = str(run_id)
+    # A board renders hundreds of these: plain tuples and urlencode, not QueryDict copies.
+    params: list[tuple[str, str]] = [("run", str(run_id))]
     if axis:
-        params["axis"] = axis
+        params.append(("axis", axis))
     if kind == "errored":
-        params.setlist("outcome", ["errored"])
+        params.append(("outcome", "errored"))
     elif kind == "excluded":
-        params.setlist("outcome", ["passed", "failed"])
-        params.setlist("verdict", list(EXCLUDED_LABELS))
+        params += [("outcome", "passed"), ("outcome", "failed")]
+        params += [("verdict", label) for label in EXCLUDED_LABELS]
     else:
-        params.setlist("outcome", ["failed"] if kind == "failed" else ["passed", "failed"])
+        if kind != "failed":
+            params.append(("outcome", "passed"))
+        params.append(("outcome", "failed"))
         if view == ADJUSTED:
-            params.setlist("verdict", COUNTED_VERDICTS)
-    return reverse("traces:review_queue") + "?" + params.urlencode()
+            params += [("verdict", label) for label in COUNTED_VERDICTS]
+    return reverse("traces:review_queue") + "?" + urlencode(params)
 
 
 @register.filter

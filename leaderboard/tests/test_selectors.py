@@ -236,3 +236,21 @@ def test_compare_refuses_runs_of_different_suites() -> None:
         compare_build(a_id=base.pk, b_id=999999)
     with pytest.raises(BoardError, match="the same run"):
         compare_build(a_id=base.pk, b_id=base.pk)
+
+
+def test_sorting_by_an_axis_uses_its_success_and_wilson_ties() -> None:
+    base, nex = reference_runs()
+    desc = board_build(query(sort="-axis:chain")).rows
+    assert [r.run_id for r in desc] == [base.pk, nex.pk]  # 5/5 then 4/5
+    assert [(r.rank, r.tie) for r in desc] == [(1, False), (1, True)]  # [0.57, 1] vs [0.38, 0.96]
+    asc = board_build(query(sort="axis:chain")).rows
+    assert [r.run_id for r in asc] == [nex.pk, base.pk]
+
+
+def test_detail_is_computed_for_the_window_only() -> None:
+    random_board(8, seed=4)
+    board = board_build(query(), window=(4, 6))
+    with_detail = [i for i, r in enumerate(board.rows) if r.tasks]
+    assert with_detail == [3, 4, 5]  # the window plus the row above it, for the tie mark
+    assert all(board.rows[i].score_ci for i in with_detail)
+    assert board.rows[0].score_ci is None and board.rows[0].score > 0
