@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,7 @@ class Cell:
     text: str
     hidden_chars: int
     calls: list[Call]
+    hazards: tuple[str, ...] = ()  # titles of the hazards that point at this step
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,13 @@ class Row:
     status: str  # same | changed | only_a | only_b
     first_divergence: bool = False
 
-    @property
-    def cells(self) -> tuple[Cell | None, Cell | None]:
-        return (cell(self.a) if self.a else None, cell(self.b) if self.b else None)
+
+@dataclass(frozen=True)
+class DisplayRow:
+    status: str
+    first_divergence: bool
+    a: Cell | None
+    b: Cell | None
 
 
 @dataclass(frozen=True)
@@ -154,7 +159,26 @@ def clip(text: str, limit: int = MAX_SHOWN_CHARS) -> tuple[str, int]:
     return text[:limit], len(text) - limit
 
 
-def cell(step: Step) -> Cell:
+def display_rows(
+    alignment: Alignment,
+    *,
+    hazards_a: Mapping[int, Sequence[str]] | None = None,
+    hazards_b: Mapping[int, Sequence[str]] | None = None,
+) -> list[DisplayRow]:
+    """The rows as the page shows them; hazards are keyed by step index."""
+    hazards_a, hazards_b = hazards_a or {}, hazards_b or {}
+    return [
+        DisplayRow(
+            row.status,
+            row.first_divergence,
+            cell(row.a, hazards_a.get(row.a.index, ())) if row.a else None,
+            cell(row.b, hazards_b.get(row.b.index, ())) if row.b else None,
+        )
+        for row in alignment.rows
+    ]
+
+
+def cell(step: Step, hazards: Sequence[str] = ()) -> Cell:
     text, hidden = clip(step.content)
     calls = []
     for call in step.tool_calls or []:
@@ -170,4 +194,56 @@ def cell(step: Step) -> Cell:
                 str(call.get("parse_error") or ""),
             )
         )
-    return Cell(step.index, step.role, step.tool_name, step.is_error, text, hidden, calls)
+    return Cell(
+        step.index, step.role, step.tool_name, step.is_error, text, hidden, calls, tuple(hazards)
+    )
+
+
+class CompareQueryError(ValueError):
+    """The compare page's query string names no valid pair; the message says what is wrong."""
+
+
+@dataclass(frozen=True)
+class EpisodePair:
+    a: int
+    b: int
+
+
+@dataclass(frozen=True)
+class RunPair:
+    run_a: int
+    run_b: int
+    task: str
+    trial: int | None
+
+
+USAGE = (
+    "compare two episodes with ?a=<episode id>&b=<episode id>, or a task across two runs with "
+    "?run_a=<run id>&run_b=<run id>&task=<task id>[&trial=<n>]"
+)
+
+
+def parse_query(params: Mapping[str, str]) -> EpisodePair | RunPair:
+    """Read the compare page's query string; raise CompareQueryError naming what is wrong."""
+    if "a" in params or "b" in params:
+        return EpisodePair(_id(params, "a", "an episode id"), _id(params, "b", "an episode id"))
+    if any(key in params for key in ("run_a", "run_b", "task")):
+        task = (params.get("task") or "").strip()
+        if not task:
+            raise CompareQueryError(f"task is missing: {USAGE}")
+        trial = None
+        if (params.get("trial") or "").strip():
+            trial = _id(params, "trial", "a trial number")
+        return RunPair(
+            _id(params, "run_a", "a run id"), _id(params, "run_b", "a run id"), task, trial
+        )
+    raise CompareQueryError(f"Nothing to compare: {USAGE}")
+
+
+def _id(params: Mapping[str, str], key: str, what: str) -> int:
+    raw = (params.get(key) or "").strip()
+    if not raw:
+        raise CompareQueryError(f"{key} is missing: {USAGE}")
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+        raise CompareQueryError(f"{key} must be {what} (a whole number), not {raw[:40]!r}")
+    return int(raw)

@@ -154,7 +154,16 @@ class Episode(models.Model):
                 fields=["run", "task_id", "trial"], name="episode_unique_attempt"
             ),
         ]
-        indexes = [models.Index(fields=["run", "outcome"]), models.Index(fields=["task_id"])]
+        indexes = [
+            models.Index(fields=["run", "outcome"]),
+            models.Index(fields=["task_id"]),
+            # The review queue: facet counts read this index alone, and each sort's keyset
+            # (key, id) is an index range, so a deep page costs what the first one does.
+            models.Index(fields=["outcome", "verdict_label"], name="episode_review_facets"),
+            models.Index(fields=["task_id", "id"], name="episode_task_keyset"),
+            models.Index(fields=["completion_tokens", "id"], name="episode_tokens_keyset"),
+            models.Index(fields=["n_steps", "id"], name="episode_steps_keyset"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.task_id}#{self.trial} ({self.outcome})"

@@ -178,31 +178,34 @@ def _queue_queryset(filters: QueueFilters) -> QuerySet[Episode]:
 @dataclass(frozen=True)
 class QueueCounts:
     total: int
-    by_outcome: dict[str, int]  # within the chosen verdict states
+    # Within the chosen verdict states; None for an outcome the filter leaves out (passed, by
+    # default): counting every passed episode would make the queue's cost grow with the table.
+    by_outcome: dict[str, int | None]
     by_verdict: dict[str, int]  # within the chosen outcomes
 
 
 def queue_counts(*, filters: QueueFilters) -> QueueCounts:
-    """Exact facet counts in one GROUP BY over (outcome, verdict_label): at most 15 rows back."""
+    """Exact facet counts in one GROUP BY over (outcome, verdict_label), read from the
+    episode_review_facets index: at most 15 rows back."""
     rows = (
         _queue_base(filters)
-        .filter(outcome__in=OUTCOME_STATES)
+        .filter(outcome__in=filters.outcomes)
         .values_list("outcome", "verdict_label")
         .annotate(n=Count("*"))
         .order_by()
     )
     wanted_verdicts = set(filters.verdicts or VERDICT_STATES)
-    by_outcome = dict.fromkeys(OUTCOME_STATES, 0)
+    by_outcome: dict[str, int | None] = {
+        o: 0 if o in filters.outcomes else None for o in OUTCOME_STATES
+    }
     by_verdict = dict.fromkeys(VERDICT_STATES, 0)
     total = 0
     for outcome, label, n in rows:
         state = label or "untagged"
+        by_verdict[state] = by_verdict.get(state, 0) + n
         if state in wanted_verdicts:
-            by_outcome[outcome] += n
-        if outcome in filters.outcomes:
-            by_verdict[state] = by_verdict.get(state, 0) + n
-            if state in wanted_verdicts:
-                total += n
+            by_outcome[outcome] = (by_outcome[outcome] or 0) + n
+            total += n
     return QueueCounts(total=total, by_outcome=by_outcome, by_verdict=by_verdict)
 
 
@@ -378,3 +381,42 @@ def trace_items(*, steps: Sequence[Step]) -> list[TraceItem]:
             calls.append(call)
         items.append(TraceItem(step=step, calls=calls))
     return items
+
+
+def episodes_by_id(*, ids: Sequence[int]) -> dict[int, Episode]:
+    """The episodes that exist among ``ids``, with their runs, in one query."""
+    return Episode.objects.select_related("run").in_bulk(list(ids))
+
+
+def first_episodes_of_task(
+    *, run_ids: Sequence[int], task_id: str, trial: int | None = None
+) -> dict[int, Episode]:
+    """For each run, its attempt at ``task_id`` (the given trial, else the lowest), one query."""
+    episodes = Episode.objects.filter(run_id__in=list(run_ids), task_id=task_id)
+    if trial is not None:
+        episodes = episodes.filter(trial=trial)
+    found: dict[int, Episode] = {}
+    for episode in episodes.select_related("run").order_by("run_id", "trial"):
+        found.setdefault(episode.run_id, episode)
+    return found
+
+
+def steps_by_episode(*, episode_ids: Sequence[int]) -> dict[int, list[Step]]:
+    """Each episode's steps in order, in one query (raw responses left behind)."""
+    found: dict[int, list[Step]] = {pk: [] for pk in episode_ids}
+    steps = Step.objects.filter(episode_id__in=list(found)).defer("raw_response")
+    for step in steps.order_by("episode_id", "index"):
+        found[step.episode_id].append(step)
+    return found
+
+
+def episode_other_attempts(*, episode: Episode, limit: int = 6) -> list[Episode]:
+    """The latest other attempts at the same task (other runs and trials), for the compare
+    links: one query on the task_id index, however many attempts exist."""
+    return list(
+        Episode.objects.filter(task_id=episode.task_id)
+        .exclude(pk=episode.pk)
+        .select_related("run")
+        .only("id", "trial", "outcome", "run_id", "run__model_name", "run__suite_name")
+        .order_by("-id")[:limit]
+    )

@@ -12,4 +12,5 @@ urlpatterns = [
     path("review/", views.review_queue, name="review_queue"),
     path("episodes/<int:episode_id>/", views.episode_detail, name="episode_detail"),
     path("episodes/<int:episode_id>/verdicts/", views.episode_verdict, name="episode_verdict"),
+    path("compare/", views.compare, name="compare"),
 ]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 from urllib.parse import urlencode
 
@@ -12,23 +13,28 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.roles import reviewer_required
+from traces.compare import CompareQueryError, EpisodePair, align, display_rows, parse_query
 from traces.forms import VerdictForm
 from traces.hazards import episode_hazards
 from traces.hints import episode_hints
-from traces.models import Episode, Run, Verdict
+from traces.models import Episode, Run, Step, Verdict
 from traces.selectors import (
     OUTCOME_STATES,
     QUEUE_SORTS,
     VERDICT_STATES,
     QueueFilterError,
     QueueFilters,
+    episode_other_attempts,
     episode_trace,
     episode_verdicts,
+    episodes_by_id,
+    first_episodes_of_task,
     queue_choices,
     queue_counts,
     queue_neighbours,
     queue_page,
     run_summary,
+    steps_by_episode,
     trace_items,
 )
 from traces.selectors import run_list as select_runs
@@ -130,6 +136,7 @@ def _viewer_context(episode: Episode, filters: QueueFilters) -> dict[str, Any]:
         "hazards": hazards,
         "hazard_steps": set(flagged),
         "hints": episode_hints(episode=episode),
+        "attempts": episode_other_attempts(episode=episode),
         "filters": filters,
         "querystring": filters.querystring(),
         "queue_url": _queue_url(filters),
@@ -232,3 +239,63 @@ def episode_verdict(request: HttpRequest, episode_id: int) -> HttpResponse:
     if saved is not None:
         response["HX-Trigger"] = json.dumps({"verdict-saved": {"next": next_url or ""}})
     return response
+
+
+@require_GET
+@reviewer_required
+def compare(request: HttpRequest) -> HttpResponse:
+    try:
+        query = parse_query(request.GET)
+    except CompareQueryError as exc:
+        return _compare_error(request, str(exc), status=400)
+    if isinstance(query, EpisodePair):
+        found = episodes_by_id(ids=[query.a, query.b])
+        missing = [str(pk) for pk in (query.a, query.b) if pk not in found]
+        if missing:
+            return _compare_error(request, f"There is no episode {', '.join(missing)}.", 404)
+        a, b = found[query.a], found[query.b]
+        if a.task_id != b.task_id:
+            return _compare_error(
+                request,
+                f"Episodes {a.pk} and {b.pk} are attempts at different tasks ({a.task_id}, "
+                f"{b.task_id}); compare two attempts at the same task.",
+                400,
+            )
+    else:
+        found = first_episodes_of_task(
+            run_ids=[query.run_a, query.run_b], task_id=query.task, trial=query.trial
+        )
+        trial = "" if query.trial is None else f" (trial {query.trial})"
+        for run_id in (query.run_a, query.run_b):
+            if run_id not in found:
+                return _compare_error(
+                    request, f"Run {run_id} has no attempt at task {query.task!r}{trial}.", 404
+                )
+        a, b = found[query.run_a], found[query.run_b]
+    steps = steps_by_episode(episode_ids=[a.pk, b.pk])
+    alignment = align(steps[a.pk], steps[b.pk])
+    rows = display_rows(
+        alignment,
+        hazards_a=_hazard_titles(a, steps[a.pk]),
+        hazards_b=_hazard_titles(b, steps[b.pk]),
+    )
+    counts = Counter(row.status for row in rows)
+    return render(
+        request,
+        "traces/compare.html",
+        {"a": a, "b": b, "rows": rows, "alignment": alignment, "counts": counts},
+    )
+
+
+def _hazard_titles(episode: Episode, steps: list[Step]) -> dict[int, list[str]]:
+    titles: dict[int, list[str]] = {}
+    for hazard in episode_hazards(episode=episode, steps=steps):
+        if hazard.step_index is not None:
+            titles.setdefault(hazard.step_index, []).append(hazard.title)
+    return titles
+
+
+def _compare_error(request: HttpRequest, message: str, status: int) -> HttpResponse:
+    return render(
+        request, "traces/compare.html", {"error": message, "params": request.GET}, status=status
+    )

@@ -90,6 +90,12 @@ def test_reviewer_tags_the_xor_failure_by_keyboard_and_moves_on(
     assert count(page, "total") == 15
     row = page.locator(f"#ep-{xor.pk}")
     assert "model error" in row.inner_text()
+    page.screenshot(path=str(artifacts_dir / "review-queue.png"))
+    # The queue is keyboard-driven too: j selects the first row, Enter opens it.
+    first = page.locator("[data-row] a.open").first.get_attribute("href")
+    page.keyboard.press("j")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"**{first}")
 
 
 def test_hostile_trace_is_inert_and_stays_inside_the_layout(

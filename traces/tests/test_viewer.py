@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from traces import hints
 from traces.models import Episode, Step
 from traces.selectors import trace_items
 from traces.tests.review_data import (
@@ -140,13 +141,11 @@ def test_viewer_queries_do_not_grow_with_steps(
     run = bare_run()
     made = episodes(run, 3)
     long_trace(made[1], n_steps)
-    # session, user, roles; episode, steps, verdict history, previous, next; the hints.
-    with django_assert_max_num_queries(8 + HINT_QUERIES):
+    # session, user, roles; episode, steps, verdict history, previous, next, other attempts;
+    # the hints.
+    with django_assert_max_num_queries(9 + hints.MAX_QUERIES):
         response = reviewer.get(viewer(made[1], f"run={run.pk}"))
     assert len(step_order(response.content.decode())) == n_steps
-
-
-HINT_QUERIES = 6  # traces.hints.episode_hints promises a bounded number of queries
 
 
 def test_a_bad_queue_filter_on_the_viewer_is_a_400(reviewer: Client, db: None) -> None:
@@ -155,3 +154,12 @@ def test_a_bad_queue_filter_on_the_viewer_is_a_400(reviewer: Client, db: None) -
     assert response.status_code == 400
     assert "outcome='won' is not one of" in response.content.decode()
     assert reviewer.get(reverse("traces:episode_detail", args=[999999])).status_code == 404
+
+
+def test_other_attempts_link_to_the_compare_page(reviewer: Client, db: None) -> None:
+    (mine,) = episodes(bare_run(model="qwen"), 1)
+    (theirs,) = episodes(bare_run(model="llama"), 1, outcome="passed")
+    body = reviewer.get(viewer(mine)).content.decode()
+    link = f"/compare/?a={mine.pk}&amp;b={theirs.pk}"
+    assert f'href="{link}"' in body and "llama" in body
+    assert reviewer.get(html.unescape(link)).status_code == 200
