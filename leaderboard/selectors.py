@@ -531,6 +531,12 @@ def _name(row: Row, other: Row) -> str:
     return row.label if row.label != other.label else f"run {row.run_id}"
 
 
+def _ratio(x: float) -> str:
+    """0.9 → "0.90", 0.9333 → "0.933": at least two decimals, as the reference table prints."""
+    text = f"{x:.3f}"
+    return text[:-1] if text.endswith("0") else text
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%".replace(".0%", "%")
 
@@ -653,7 +659,7 @@ def _compare_lines(a: Row, b: Row, axes: list[str]) -> list[CompareLine]:
         better = "a" if ea > eb else "b"
         who = na if better == "a" else nb
         read = f"{who} slightly tighter" if abs(ea - eb) < 0.05 else f"{who} tighter"
-    lines.append(CompareLine("Tool efficiency", f"{ea:.3g}", f"{eb:.3g}", read, better))
+    lines.append(CompareLine("Tool efficiency", _ratio(ea), _ratio(eb), read, better))
 
     if a.sums.stable * b.sums.n == b.sums.stable * a.sums.n:
         read = "tie — neither stalls" if a.stability == 1.0 else "tie"

@@ -113,12 +113,12 @@ def p_value_words(p: float, *, discordant: int) -> str:
         return "No task went differently between the two runs: no evidence of a difference."
     shown = f"p = {p:.3f}" if p >= 0.001 else "p < 0.001"
     if p < 0.01:
-        verdict = "very unlikely to be chance"
+        verdict = "is very unlikely to be chance"
     elif p < 0.05:
-        verdict = "unlikely to be chance"
+        verdict = "is unlikely to be chance"
     elif p < 0.2:
         verdict = "could be chance; more tasks or trials would tell"
     else:
         verdict = "could well be chance — treat success as a tie"
     pairs = "pair" if discordant == 1 else "pairs"
-    return f"The success difference is {verdict} ({shown}, {discordant} discordant {pairs})."
+    return f"The success difference {verdict} ({shown}, {discordant} discordant {pairs})."

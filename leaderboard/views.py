@@ -128,6 +128,14 @@ def board(request: HttpRequest, suite: str) -> HttpResponse:
     return render(request, "leaderboard/board.html", context)
 
 
+def _csv_cell(value: Any) -> Any:
+    """Model and backend names come from outside: keep spreadsheets from running them as
+    formulas (a leading = + - @ or control character)."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
 def _export(board: Board, fmt: str, filename: str) -> HttpResponse:
     records = board_table(board)
     q = board.query
@@ -147,7 +155,7 @@ def _export(board: Board, fmt: str, filename: str) -> HttpResponse:
         fields = list(records[0]) if records else ["rank"]
         writer = csv.DictWriter(out, fieldnames=fields)
         writer.writeheader()
-        writer.writerows(records)
+        writer.writerows({k: _csv_cell(v) for k, v in rec.items()} for rec in records)
         response = HttpResponse(out.getvalue(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}.{fmt}"'
     return response

@@ -85,9 +85,14 @@ def test_share_link_logged_out_toggle_and_revoke(
     assert page.goto(f"/s/{link.slug}/").status == 404
 
 
-def test_reviewer_shares_from_the_board(page: Any, reviewer_user: User, login: Any) -> None:
-    published_board(reviewer_user)
+def test_reviewer_shares_from_the_board(
+    page: Any, reviewer_user: User, login: Any, artifacts_dir: Path
+) -> None:
+    base, nex = published_board(reviewer_user)
     login(page, "rita")
+    page.goto(f"/leaderboard/compare/?a={base.pk}&b={nex.pk}")
+    assert page.locator("td.read", has_text=f"{NEX} −65%").count() == 1
+    page.screenshot(path=str(artifacts_dir / "leaderboard-compare.png"), full_page=True)
     page.goto(f"/leaderboard/{SUITE.name}/?view=adjusted")
     page.wait_for_function(f"{BARS} && {BARS}.data && {BARS}.data.length === 4")
     assert page.locator("a[href^='/review/?run=']").count() > 10  # drill-down for reviewers

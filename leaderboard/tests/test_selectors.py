@@ -215,7 +215,7 @@ def test_compare_reads_like_the_reference_finding() -> None:
     reads = {line.metric: (line.a, line.b, line.read) for line in cmp.lines}
     assert reads["Agentic Score"] == ("98.0", "92.0", f"{BASE} wins overall")
     assert reads["Task success"] == ("100% (15/15)", "86.7% (13/15)", f"{BASE} completes more")
-    assert reads["Tool efficiency"] == ("0.9", "0.933", f"{NEX} slightly tighter")
+    assert reads["Tool efficiency"] == ("0.90", "0.933", f"{NEX} slightly tighter")
     assert reads["Loop stability"] == ("100%", "100%", "tie — neither stalls")
     assert reads["Tokens / task"] == ("264.3", "93.3", f"{NEX} −65%")
     assert reads["Success: multistep"][2] == "tie"

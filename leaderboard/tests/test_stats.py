@@ -117,7 +117,12 @@ def test_ties_follow_interval_overlap() -> None:
 
 
 def test_p_value_in_plain_words() -> None:
-    assert "could well be chance" in p_value_words(0.5, discordant=2)
+    assert p_value_words(0.5, discordant=2) == (
+        "The success difference could well be chance — treat success as a tie "
+        "(p = 0.500, 2 discordant pairs)."
+    )
     assert "p = 0.039" in p_value_words(20 / 512, discordant=9)
-    assert "unlikely to be chance" in p_value_words(20 / 512, discordant=9)
+    assert "difference is unlikely to be chance" in p_value_words(20 / 512, discordant=9)
+    assert "very unlikely" in p_value_words(0.0001, discordant=20)
+    assert "p < 0.001" in p_value_words(0.0001, discordant=20)
     assert "no evidence" in p_value_words(1.0, discordant=0)

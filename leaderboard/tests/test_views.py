@@ -170,6 +170,14 @@ def test_exports(reviewer: Client) -> None:
     assert reviewer.get(reverse("leaderboard:export", args=[SUITE.name, "xml"])).status_code == 404
 
 
+def test_csv_export_defuses_formulas(reviewer: Client) -> None:
+    evil = make_run('=HYPERLINK("http://x.example","click")')
+    Episode.objects.bulk_create([episode(evil, "chain_vram_sq")])
+    response = reviewer.get(reverse("leaderboard:export", args=[SUITE.name, "csv"]))
+    (row,) = csv.DictReader(io.StringIO(response.content.decode()))
+    assert row["model"] == '\'=HYPERLINK("http://x.example","click")'
+
+
 def test_board_query_count_is_constant(reviewer: Client) -> None:
     random_board(3, seed=1)
     reviewer.get(BOARD)  # warm the session and role caches of this client
