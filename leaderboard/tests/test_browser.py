@@ -96,6 +96,7 @@ def test_reviewer_shares_from_the_board(
     page.goto(f"/leaderboard/{SUITE.name}/?view=adjusted")
     page.wait_for_function(f"{BARS} && {BARS}.data && {BARS}.data.length === 4")
     assert page.locator("a[href^='/review/?run=']").count() > 10  # drill-down for reviewers
+    page.screenshot(path=str(artifacts_dir / "leaderboard-board.png"), full_page=True)
     page.fill("input[name=title]", "Shared from the board")
     page.click("#share-button")
     page.wait_for_url("**/s/*/")
