@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -71,9 +71,6 @@ class BoardQuery:
                 f"(prefix - for descending), got {self.sort!r}"
             )
 
-    def with_view(self, view: str) -> BoardQuery:
-        return replace(self, view=view)
-
 
 @dataclass
 class Sums:
@@ -120,10 +117,6 @@ class AxisCell:
     def success(self) -> float | None:
         return self.sums.passed / self.sums.n if self.sums.n else None
 
-    @property
-    def success_ci(self) -> stats.Interval | None:
-        return stats.wilson(self.sums.passed, self.sums.n)
-
 
 @dataclass
 class Row:
@@ -132,7 +125,6 @@ class Row:
     backend_name: str
     created_at: datetime
     status: str
-    trials: int
     backend_config: dict[str, Any]
     runs_in_config: int = 1
     sort_axis: Sums | None = None  # this row's sums on the axis the board is sorted by
@@ -256,12 +248,6 @@ def _sum_aggregates(scored: Q) -> dict[str, Any]:
     }
 
 
-def _sums(agg: dict[str, Any]) -> Sums:
-    return Sums(
-        n=agg["n"] or 0, passed=agg["passed"] or 0, eff=agg["eff"] or 0.0, stable=agg["stable"] or 0
-    )
-
-
 def board_build(query: BoardQuery, *, window: tuple[int, int] | None = None) -> Board:
     """The leaderboard for one suite version and hash, ranked, with intervals and ties.
 
@@ -280,7 +266,7 @@ def board_build(query: BoardQuery, *, window: tuple[int, int] | None = None) -> 
         runs_qs = runs_qs.filter(pk__in=query.run_ids)
     # The backend's name comes out of the JSON in SQL; the whole snapshot is only decoded when
     # rows fold by configuration.
-    fields = ["id", "model_name", "created_at", "status", "trials"]
+    fields = ["id", "model_name", "created_at", "status"]
     if query.grouping == LATEST:
         fields.append("backend_config")
     rows = {
@@ -290,7 +276,6 @@ def board_build(query: BoardQuery, *, window: tuple[int, int] | None = None) -> 
             backend_name=r["backend_name"] or "",
             created_at=r["created_at"],
             status=r["status"],
-            trials=r["trials"],
             backend_config=r.get("backend_config") or {},
         )
         for r in runs_qs.annotate(backend_name=KT("backend_config__name")).values(

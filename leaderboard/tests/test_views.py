@@ -23,7 +23,7 @@ from leaderboard.tests.boards import (
     random_board,
     reference_runs,
 )
-from traces.models import Episode
+from traces.models import Episode, Run
 from traces.services import verdict_record
 
 pytestmark = pytest.mark.django_db
@@ -143,6 +143,13 @@ def test_zero_tool_call_rows_are_flagged(reviewer: Client) -> None:
     )
     html = reviewer.get(BOARD).content.decode()
     assert "zero tool calls" in html and "50.0" in html
+
+
+def test_runs_that_did_not_finish_cleanly_say_so(reviewer: Client) -> None:
+    cut = make_run("Cut-Short", status=Run.Status.CANCELLED)
+    Episode.objects.bulk_create([episode(cut, "chain_vram_sq")])
+    html = reviewer.get(BOARD).content.decode()
+    assert "run cancelled" in html
 
 
 def test_hostile_model_names_are_escaped(reviewer: Client) -> None:
