@@ -1,10 +1,11 @@
 """Leaderboard reads: every number aggregated in the database, a constant number of queries.
 
 A board is one suite at one version and content hash (runs of different versions or hashes are
-never ranked together). Three grouped queries feed it whatever the number of runs or episodes:
-the runs, per-run sums, and per-(run, task) sums (axes are rolled up from tasks; the bootstrap,
-pass^k and the heatmap need tasks anyway). Scores are then computed with the harness's own
-``agentic_score`` from those sums, so they match ``benchrig.harness.scoring.summarize``.
+never ranked together). Three queries feed it whatever the number of runs or episodes: the runs,
+per-run sums over every run (enough to score and rank them all), and per-(run, task) sums for the
+rows on show (axes are rolled up from tasks; the bootstrap, pass^k and the heatmap need tasks
+anyway). Scores are computed with the harness's own ``agentic_score`` from those sums, so they
+match ``benchrig.harness.scoring.summarize``.
 """
 
 from __future__ import annotations
