@@ -221,3 +221,16 @@ def test_compare_page(reviewer: Client) -> None:
     other = make_run(NEX, suite_hash="f" * 64)
     response = reviewer.get(reverse("leaderboard:compare") + f"?a={base.pk}&b={other.pk}")
     assert response.status_code == 400 and b"different suite versions" in response.content
+
+
+def test_pages_of_a_long_board(reviewer: Client) -> None:
+    random_board(60, seed=5)
+    first = reviewer.get(BOARD)
+    assert len(first.context["rows"]) == 50 and "rows 1–50 of 60" in first.content.decode()
+    second = reviewer.get(BOARD + "?page=2")
+    rows = second.context["rows"]
+    assert len(rows) == 10 and all(r.score_ci for r in rows)  # detail for the rows on show
+    assert rows[0].rank == (50 if rows[0].tie else 51)  # tied with the last row of page 1?
+    beyond = reviewer.get(BOARD + "?page=99")
+    assert [r.run_id for r in beyond.context["rows"]] == [r.run_id for r in rows]
+    assert reviewer.get(BOARD + "?page=abc").status_code == 200
