@@ -12,5 +12,6 @@ urlpatterns = [
     path("accounts/", include("accounts.urls")),
     # OTLP/HTTP exporters post to <endpoint>/v1/traces.
     path("v1/traces", otlp_traces, name="otlp_traces"),
+    path("", include("leaderboard.urls")),
     path("", include("traces.urls")),
 ]
