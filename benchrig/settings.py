@@ -133,6 +133,9 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 
+# Hide API keys on error pages even with DEBUG on (see benchrig/debug.py).
+DEFAULT_EXCEPTION_REPORTER_FILTER = "benchrig.debug.AlwaysSafeExceptionReporterFilter"
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"

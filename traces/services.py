@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -30,7 +31,10 @@ def backend_snapshot(*, backend: Backend) -> dict[str, Any]:
         "name": backend.name,
         "base_url": backend.base_url,
         "model": backend.model,
-        "sampling": {f: getattr(backend, f) for f in SAMPLING_FIELDS if getattr(backend, f)},
+        # 0 and 0.0 are settings (greedy decoding), only None and "" mean unset.
+        "sampling": {
+            f: getattr(backend, f) for f in SAMPLING_FIELDS if getattr(backend, f) not in (None, "")
+        },
         "extra_body": backend.extra_body,
         "timeout_s": backend.timeout_s,
         "max_concurrency": backend.max_concurrency,
@@ -38,17 +42,104 @@ def backend_snapshot(*, backend: Backend) -> dict[str, Any]:
     }
 
 
+# Settings an operator edits on a Backend (the API key is handled on its own: write-only).
+BACKEND_FIELDS = (
+    "name",
+    "base_url",
+    "model",
+    *SAMPLING_FIELDS,
+    "extra_body",
+    "timeout_s",
+    "max_concurrency",
+)
+# extra_body is merged into every request last; these keys would break the harness's own request.
+RESERVED_BODY_KEYS = frozenset({"model", "messages", "tools", "tool_choice", "stream", "n"})
+
+
+def validate_extra_body(value: Any) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError(
+            {"extra_body": 'must be a JSON object, e.g. {"chat_template_kwargs": {}}'}
+        )
+    reserved = sorted(RESERVED_BODY_KEYS & value.keys())
+    if reserved:
+        raise ValidationError(
+            {"extra_body": f"must not set {', '.join(reserved)}: the harness sends those itself"}
+        )
+
+
+def _backend_save(*, backend: Backend) -> Backend:
+    validate_extra_body(backend.extra_body)
+    backend.full_clean()
+    backend.save()
+    return backend
+
+
+def backend_create(
+    *, name: str, base_url: str, model: str, api_key: str = "", **fields: Any
+) -> Backend:
+    """A new backend; raises ValidationError naming the field on bad input, storing nothing."""
+    unknown = set(fields) - set(BACKEND_FIELDS)
+    if unknown:
+        raise TypeError(f"unknown backend field(s): {sorted(unknown)}")
+    backend = Backend(name=name, base_url=base_url, model=model, api_key=api_key, **fields)
+    return _backend_save(backend=backend)
+
+
+def backend_update(
+    *, backend: Backend, api_key: str | None = None, clear_api_key: bool = False, **fields: Any
+) -> Backend:
+    """Change settings. ``api_key=None`` keeps the stored key (the form never shows it), a new
+    value replaces it, and ``clear_api_key`` removes it. Runs keep their own snapshot."""
+    unknown = set(fields) - set(BACKEND_FIELDS)
+    if unknown:
+        raise TypeError(f"unknown backend field(s): {sorted(unknown)}")
+    for key, value in fields.items():
+        setattr(backend, key, value)
+    if clear_api_key:
+        backend.api_key = ""
+    elif api_key:
+        backend.api_key = api_key
+    try:
+        return _backend_save(backend=backend)
+    except ValidationError:
+        backend.refresh_from_db()  # the caller's object must not keep the rejected values
+        raise
+
+
+def backend_delete(*, backend: Backend) -> int:
+    """Delete a backend. Its runs stay (Run.backend becomes NULL; each keeps its snapshot).
+    Returns how many runs were kept."""
+    with transaction.atomic():
+        kept = Run.objects.filter(backend=backend).count()
+        backend.delete()
+    return kept
+
+
 def backend_upsert(
     *, name: str, base_url: str, model: str, api_key: str | None = None, **fields: Any
 ) -> Backend:
+    """Create or update by name (the CLI and `make run` register backends this way). Raises
+    ValueError naming the field on bad input."""
     normalize_base_url(base_url)  # fail early, with the reason, on a malformed URL
-    backend, _ = Backend.objects.update_or_create(
-        name=name, defaults={"base_url": base_url, "model": model, **fields}
-    )
-    if api_key is not None and api_key != backend.api_key:
-        backend.api_key = api_key
-        backend.save(update_fields=["api_key"])
-    return backend
+    existing = Backend.objects.filter(name=name).first()
+    try:
+        if existing is None:
+            return backend_create(
+                name=name, base_url=base_url, model=model, api_key=api_key or "", **fields
+            )
+        return backend_update(
+            backend=existing, base_url=base_url, model=model, api_key=api_key, **fields
+        )
+    except ValidationError as exc:
+        raise ValueError(validation_message(exc)) from None
+
+
+def validation_message(exc: ValidationError) -> str:
+    """One line naming each offending field, for the CLI and logs."""
+    if hasattr(exc, "error_dict"):
+        return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items())
+    return " ".join(exc.messages)
 
 
 def run_create(
