@@ -1,0 +1,264 @@
+"""Triggering and watching runs from the browser's side: the form, the run page, the buttons."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.template.loader import render_to_string
+from django.test import Client, RequestFactory
+from django.urls import reverse
+from django.utils import timezone
+
+from benchrig.harness.suites import load_suite
+from traces.models import Backend, Episode, Run
+from traces.selectors import run_progress
+from traces.services import backend_create, run_create
+
+KEY = "sk-runs-ui-5e5e5e"
+SUITE = load_suite("agentic-v1")
+
+
+@pytest.fixture
+def backend(db: None) -> Backend:
+    return backend_create(
+        name="gpu", base_url="http://gpu:8000/v1", model="m", api_key=KEY, max_concurrency=3
+    )
+
+
+def make_run(backend: Backend, **over: Any) -> Run:
+    run = run_create(backend=backend, suite=SUITE, trials=1)
+    if over:
+        Run.objects.filter(pk=run.pk).update(**over)
+        run.refresh_from_db()
+    return run
+
+
+def add_episodes(run: Run, outcomes: list[str]) -> None:
+    tasks = list(SUITE.tasks)
+    Episode.objects.bulk_create(
+        Episode(
+            run=run,
+            task_id=tasks[i % len(tasks)].id,
+            axis=tasks[i % len(tasks)].axis,
+            trial=i // len(tasks),
+            outcome=outcome,
+            check_expected="1024",
+            check_got="<b>34</b>",
+            finished_at=None if outcome == "running" else timezone.now(),
+        )
+        for i, outcome in enumerate(outcomes)
+    )
+
+
+# --- The trigger form ------------------------------------------------------------------------
+
+
+def test_form_offers_backends_and_suites(operator: Client, backend: Backend) -> None:
+    page = operator.get(reverse("traces:run_new") + "?backend=gpu").content.decode()
+    assert '<option value="gpu" selected>' in page
+    assert '<option value="agentic-v1" selected>' in page
+    assert "reasoning_effort" in page and "top_k" in page and KEY not in page
+
+
+def test_form_without_backends_points_to_creating_one(operator: Client) -> None:
+    page = operator.get(reverse("traces:run_new")).content.decode()
+    assert "No backend is configured yet" in page and reverse("traces:backend_new") in page
+
+
+@pytest.mark.parametrize(
+    ("over", "field", "message"),
+    [
+        ({"trials": "0"}, "trials", "greater than or equal to 1"),
+        ({"trials": "many"}, "trials", "Enter a whole number"),
+        ({"suite": "no-such-suite"}, "suite", "Select a valid choice"),
+        ({"backend": "gone"}, "backend", "Select a valid choice"),
+        ({"concurrency": "0"}, "concurrency", "greater than or equal to 1"),
+        ({"temperature": "-1"}, "temperature", "greater than or equal to 0.0"),
+        ({"top_p": "1.5"}, "top_p", "less than or equal to 1.0"),
+        ({"reasoning_effort": "extreme"}, "reasoning_effort", "Select a valid choice"),
+    ],
+)
+def test_bad_input_creates_nothing(
+    operator: Client, backend: Backend, over: dict[str, str], field: str, message: str
+) -> None:
+    data = {"backend": "gpu", "suite": "agentic-v1", "trials": "1", **over}
+    response = operator.post(reverse("traces:run_new"), data)
+    assert response.status_code == 200
+    errors = response.context["form"].errors
+    assert message in " ".join(errors[field]), errors
+    assert f'id="error-{field}"' in response.content.decode()
+    assert not Run.objects.exists()
+
+
+# --- The run page ----------------------------------------------------------------------------
+
+
+def test_live_run_polls_and_shows_progress_and_eta(reviewer: Client, backend: Backend) -> None:
+    started = timezone.now() - timedelta(seconds=30)
+    run = make_run(
+        backend, status="running", started_at=started, n_done=5, n_passed=3, n_failed=1, n_errored=1
+    )
+    add_episodes(run, ["passed"] * 3 + ["failed", "errored"] + ["running"] * 2)
+    page = reviewer.get(reverse("traces:run_detail", args=[run.pk])).content.decode()
+    live = reverse("traces:run_live", args=[run.pk])
+    assert f'hx-get="{live}" hx-trigger="every 1s"' in page
+    assert "<b>5 / 15</b> done (33%)" in page and "3 passed" in page and "1 errored" in page
+    assert "about 60 s left" in page  # 10 left at 5 per 30 s
+    assert 'style="width: 20.00%"' in page  # 3 of 15 passed
+    assert page.count('class="episode ') == 7
+    assert "&lt;b&gt;34&lt;/b&gt;" in page and "<b>34</b>" not in page  # model output escaped
+    assert KEY not in page
+    # The polled fragment keeps polling while the run is live.
+    fragment = reviewer.get(live, headers={"HX-Request": "true"})
+    assert fragment.status_code == 200 and 'hx-trigger="every 1s"' in fragment.content.decode()
+
+
+def test_finished_run_stops_polling(reviewer: Client, backend: Backend) -> None:
+    now = timezone.now()
+    run = make_run(
+        backend,
+        status="succeeded",
+        started_at=now - timedelta(seconds=9),
+        finished_at=now,
+        n_done=15,
+        n_passed=15,
+    )
+    fragment = reviewer.get(
+        reverse("traces:run_live", args=[run.pk]), headers={"HX-Request": "true"}
+    )
+    assert fragment.status_code == 286  # htmx: stop polling
+    assert "hx-trigger" not in fragment.content.decode()
+    page = reviewer.get(reverse("traces:run_detail", args=[run.pk])).content.decode()
+    assert "hx-trigger" not in page and "Finished: every planned episode has a result." in page
+    assert "left" not in page.split('id="run-counts"')[1].split("</p>")[0]  # no ETA when done
+
+
+def test_progress_eta_math(backend: Backend) -> None:
+    now = timezone.now()
+    run = make_run(backend, status="running", started_at=now - timedelta(seconds=20), n_done=4)
+    progress = run_progress(run=run, now=now)
+    assert progress.percent == 26 and progress.eta_s == pytest.approx(55.0)
+    fresh = make_run(backend, status="running", started_at=now, n_done=0)
+    assert run_progress(run=fresh, now=now).eta_s is None
+
+
+def test_failed_run_says_why_in_plain_words(reviewer: Client, backend: Backend) -> None:
+    run = make_run(backend, status="failed", error="suite agentic-v1 changed since the run")
+    page = reviewer.get(reverse("traces:run_detail", args=[run.pk])).content.decode()
+    assert "Failed: the run stopped before it could measure the model" in page
+    assert "suite agentic-v1 changed since the run" in page
+
+
+def test_run_page_shows_the_snapshot_without_the_key(reviewer: Client, backend: Backend) -> None:
+    run = run_create(backend=backend, suite=SUITE, sampling={"temperature": 0.0, "top_k": 5})
+    page = reviewer.get(reverse("traces:run_detail", args=[run.pk])).content.decode()
+    assert "http://gpu:8000/v1" in page and "temperature=0.0" in page and "top_k=5" in page
+    assert "1 per task × 3 in flight" in page and KEY not in page
+
+
+def test_operator_buttons_only_for_operators(
+    operator: Client, reviewer: Client, backend: Backend
+) -> None:
+    live = make_run(backend, status="running", started_at=timezone.now())
+    url = reverse("traces:run_detail", args=[live.pk])
+    assert 'id="cancel-run"' in operator.get(url).content.decode()
+    assert 'id="cancel-run"' not in reviewer.get(url).content.decode()
+    done = make_run(backend, status="succeeded", n_done=15, n_errored=2, n_passed=13)
+    url = reverse("traces:run_detail", args=[done.pk])
+    assert "Retry 2 errored episodes" in operator.get(url).content.decode()
+    assert "Retry" not in reviewer.get(url).content.decode()
+    runs = reverse("traces:run_list")
+    assert reverse("traces:run_new") in operator.get(runs).content.decode().split("</h1>")[0]
+    assert reverse("traces:run_new") not in reviewer.get(runs).content.decode()
+
+
+def test_rerun_button_in_the_episode_actions(
+    operator_user: Any, reviewer_user: Any, backend: Backend
+) -> None:
+    run = make_run(backend)
+    add_episodes(run, ["failed"])
+    episode = Episode.objects.get(run=run)
+    request = RequestFactory().get("/")
+    request.user = operator_user
+    html = render_to_string(
+        "traces/partials/episode_actions.html", {"episode": episode}, request=request
+    )
+    assert reverse("traces:episode_rerun", args=[episode.pk]) in html
+    assert "csrfmiddlewaretoken" in html and "Re-run this task" in html
+    request.user = reviewer_user
+    html = render_to_string(
+        "traces/partials/episode_actions.html", {"episode": episode}, request=request
+    )
+    assert "Re-run" not in html
+
+
+@pytest.mark.parametrize("n", [3, 30])
+def test_run_page_queries_stay_constant(
+    reviewer: Client, backend: Backend, django_assert_max_num_queries: Any, n: int
+) -> None:
+    run = make_run(backend, status="running", started_at=timezone.now())
+    add_episodes(run, ["passed", "failed", "errored"] * (n // 3))
+    with django_assert_max_num_queries(7):
+        page = reviewer.get(reverse("traces:run_detail", args=[run.pk]))
+    assert page.content.decode().count('class="episode ') == n
+    with django_assert_max_num_queries(7):
+        reviewer.get(reverse("traces:run_live", args=[run.pk]), headers={"HX-Request": "true"})
+
+
+@pytest.mark.parametrize("n", [2, 20])
+def test_run_list_queries_stay_constant(
+    operator: Client, backend: Backend, django_assert_max_num_queries: Any, n: int
+) -> None:
+    for _ in range(n):
+        make_run(backend, status="running", n_done=3)
+    with django_assert_max_num_queries(5):
+        page = operator.get(reverse("traces:run_list"))
+    assert page.content.decode().count('title="3/15"') == n
+
+
+# --- Permissions -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("who", ["anonymous", "plain", "reviewer"])
+def test_only_operators_trigger_cancel_retry_or_rerun(
+    request: pytest.FixtureRequest, who: str, backend: Backend
+) -> None:
+    client: Client = request.getfixturevalue(who)
+    run = make_run(backend, status="running", started_at=timezone.now())
+    add_episodes(run, ["errored"])
+    episode = Episode.objects.get(run=run)
+    posts = [
+        (reverse("traces:run_new"), {"backend": "gpu", "suite": "agentic-v1", "trials": "1"}),
+        (reverse("traces:run_cancel", args=[run.pk]), {}),
+        (reverse("traces:run_retry", args=[run.pk]), {}),
+        (reverse("traces:episode_rerun", args=[episode.pk]), {}),
+    ]
+    for url, data in posts:
+        response = client.post(url, data)
+        if who == "anonymous":
+            assert response.status_code == 302 and response["Location"].startswith(
+                "/accounts/login/"
+            )
+        else:
+            assert response.status_code == 403, url
+    expected_get = 302 if who == "anonymous" else 403
+    assert client.get(reverse("traces:run_new")).status_code == expected_get
+    assert Run.objects.count() == 1
+    run.refresh_from_db()
+    assert run.status == "running"
+    assert Episode.objects.get().outcome == "errored"
+
+
+def test_posts_need_csrf(operator_user: Any, backend: Backend) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(operator_user)
+    run = make_run(backend, status="running", started_at=timezone.now())
+    for url in (
+        reverse("traces:run_new"),
+        reverse("traces:run_cancel", args=[run.pk]),
+        reverse("traces:backend_new"),
+    ):
+        assert client.post(url, {"backend": "gpu", "suite": "agentic-v1"}).status_code == 403
+    assert Run.objects.count() == 1 and Backend.objects.count() == 1
