@@ -81,6 +81,7 @@ class BackendForm(forms.ModelForm, SamplingFields):
             "timeout_s",
             "max_concurrency",
         ]
+        labels = {"base_url": "Base URL"}
         help_texts = {
             "name": "A short slug, e.g. gpu-box-qwen3.",
             "base_url": "e.g. http://gpu-box:8000/v1 (a bare host gets /v1 added).",

@@ -144,12 +144,12 @@ def run_episodes(*, run: Run) -> QuerySet[Episode]:
 def run_status_words(*, run: Run) -> str:
     """The run's state in a sentence, for people rather than for code."""
     words = {
-        Run.Status.QUEUED: "Queued: waiting for a worker to pick it up.",
-        Run.Status.RUNNING: "Running: a worker is executing episodes; results appear as they "
+        Run.Status.QUEUED: "Waiting for a worker to pick it up.",
+        Run.Status.RUNNING: "A worker is executing episodes; results appear as they "
         "finish.",
-        Run.Status.SUCCEEDED: "Finished: every planned episode has a result.",
-        Run.Status.FAILED: "Failed: the run stopped before it could measure the model"
+        Run.Status.SUCCEEDED: "Every planned episode has a result.",
+        Run.Status.FAILED: "The run stopped before it could measure the model"
         + (f" ({run.error})." if run.error else "."),
-        Run.Status.CANCELLED: "Cancelled: finished episodes are kept; the rest did not run.",
+        Run.Status.CANCELLED: "Finished episodes are kept; the rest did not run.",
     }
     return words.get(run.status, run.get_status_display())

@@ -131,7 +131,7 @@ def test_finished_run_stops_polling(reviewer: Client, backend: Backend) -> None:
     assert fragment.status_code == 286  # htmx: stop polling
     assert "hx-trigger" not in fragment.content.decode()
     page = reviewer.get(reverse("traces:run_detail", args=[run.pk])).content.decode()
-    assert "hx-trigger" not in page and "Finished: every planned episode has a result." in page
+    assert "hx-trigger" not in page and "Every planned episode has a result." in page
     assert "left" not in page.split('id="run-counts"')[1].split("</p>")[0]  # no ETA when done
 
 
@@ -147,7 +147,7 @@ def test_progress_eta_math(backend: Backend) -> None:
 def test_failed_run_says_why_in_plain_words(reviewer: Client, backend: Backend) -> None:
     run = make_run(backend, status="failed", error="suite agentic-v1 changed since the run")
     page = reviewer.get(reverse("traces:run_detail", args=[run.pk])).content.decode()
-    assert "Failed: the run stopped before it could measure the model" in page
+    assert "The run stopped before it could measure the model" in page
     assert "suite agentic-v1 changed since the run" in page
 
 
