@@ -69,6 +69,10 @@ class RunProgress:
     eta_s: float | None  # None until there is a throughput to extrapolate from
 
     @property
+    def remaining(self) -> int:
+        return max(0, self.total - self.done)
+
+    @property
     def percent(self) -> int:
         return int(100 * self.done / self.total) if self.total else 0
 
@@ -111,8 +115,8 @@ def run_progress(*, run: Run, now: datetime | None = None) -> RunProgress:
     )
 
 
-# Runs whose page keeps polling for progress.
-LIVE_STATUSES = frozenset({Run.Status.QUEUED, Run.Status.RUNNING})
+# Runs whose page keeps polling for progress (a stale run may come back to life).
+LIVE_STATUSES = frozenset(Run.Status.active())
 
 
 def run_episodes(*, run: Run) -> QuerySet[Episode]:
@@ -145,11 +149,15 @@ def run_status_words(*, run: Run) -> str:
     """The run's state in a sentence, for people rather than for code."""
     words = {
         Run.Status.QUEUED: "Waiting for a worker to pick it up.",
-        Run.Status.RUNNING: "A worker is executing episodes; results appear as they "
-        "finish.",
+        Run.Status.RUNNING: "Workers are executing episodes; results appear as they finish.",
         Run.Status.SUCCEEDED: "Every planned episode has a result.",
-        Run.Status.FAILED: "The run stopped before it could measure the model"
-        + (f" ({run.error})." if run.error else "."),
+        Run.Status.PARTIAL: "Every episode finished, but some errored (the backend or the "
+        "harness broke): the scores cover only the measured episodes. Retry the errored ones "
+        "to complete it.",
+        Run.Status.FAILED: "Nothing measured the model: every episode errored or the run could "
+        "not execute" + (f" ({run.error})." if run.error else "."),
         Run.Status.CANCELLED: "Finished episodes are kept; the rest did not run.",
+        Run.Status.STALE: "No worker has reported for a while: its worker probably vanished. "
+        "Resume it to run what is left; finished episodes are kept.",
     }
     return words.get(run.status, run.get_status_display())

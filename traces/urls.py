@@ -13,6 +13,7 @@ urlpatterns = [
     path("runs/<int:run_id>/live/", views.run_live, name="run_live"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/retry/", views.run_retry, name="run_retry"),
+    path("runs/<int:run_id>/resume/", views.run_resume, name="run_resume"),
     path("episodes/<int:episode_id>/", views.episode_detail, name="episode_detail"),
     path("episodes/<int:episode_id>/rerun/", views.episode_rerun, name="episode_rerun"),
     path("backends/", views.backend_list, name="backend_list"),

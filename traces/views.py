@@ -145,6 +145,19 @@ def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @require_POST
 @operator_required
+def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run, pk=run_id)
+    try:
+        run = services.run_resume(run=run)
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Run #{run.pk} resumed: what is left is queued again.")
+    return redirect("traces:run_detail", run.pk)
+
+
+@require_POST
+@operator_required
 def episode_rerun(request: HttpRequest, episode_id: int) -> HttpResponse:
     episode = get_object_or_404(Episode.objects.select_related("run__backend"), pk=episode_id)
     try:

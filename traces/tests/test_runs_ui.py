@@ -147,7 +147,7 @@ def test_progress_eta_math(backend: Backend) -> None:
 def test_failed_run_says_why_in_plain_words(reviewer: Client, backend: Backend) -> None:
     run = make_run(backend, status="failed", error="suite agentic-v1 changed since the run")
     page = reviewer.get(reverse("traces:run_detail", args=[run.pk])).content.decode()
-    assert "The run stopped before it could measure the model" in page
+    assert "Nothing measured the model: every episode errored or the run could not" in page
     assert "suite agentic-v1 changed since the run" in page
 
 
