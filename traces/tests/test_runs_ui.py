@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -11,10 +14,13 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 from django.utils import timezone
 
+from benchrig.celery import app as celery_app
 from benchrig.harness.suites import load_suite
+from benchrig.harness.testing import Reply, answer, by_turn, scripted_server, tool_call
 from traces.models import Backend, Episode, Run
 from traces.selectors import run_progress
 from traces.services import backend_create, run_create
+from traces.tests.workers import broker_url_for_tests, celery_worker, unique_queue, wait_until
 
 KEY = "sk-runs-ui-5e5e5e"
 SUITE = load_suite("agentic-v1")
@@ -262,3 +268,171 @@ def test_posts_need_csrf(operator_user: Any, backend: Backend) -> None:
     ):
         assert client.post(url, {"backend": "gpu", "suite": "agentic-v1"}).status_code == 403
     assert Run.objects.count() == 1 and Backend.objects.count() == 1
+
+
+# --- Through a real Celery worker ------------------------------------------------------------
+# The web form enqueues, a `celery worker` subprocess executes against a scripted
+# OpenAI-wire-format server, and the pages show what it stored.
+
+CLEAN = {
+    "chain_vram_sq": [
+        tool_call("web_search", {"query": "RTX 5090 VRAM"}),
+        tool_call("calc", {"expression": "32**2"}),
+        answer("1024"),
+    ],
+}
+
+
+@pytest.fixture
+def worker_queue() -> Iterator[str]:
+    """Route this test's tasks to a queue only its own worker consumes."""
+    queue = unique_queue("h6a")
+    previous = celery_app.conf.task_routes
+    celery_app.conf.update(task_routes={"traces.tasks.*": {"queue": queue}})
+    yield queue
+    celery_app.conf.update(task_routes=previous)
+
+
+def goal_of(task_id: str) -> str:
+    return SUITE.task(task_id).goal
+
+
+def run_status(run_id: int) -> str | None:
+    status = Run.objects.get(pk=run_id).status
+    return status if status not in Run.Status.active() else None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_form_triggers_a_run_that_a_real_worker_completes(
+    operator_user: Any, live_database_url: str, worker_queue: str, caplog: Any
+) -> None:
+    operator = Client()
+    operator.force_login(operator_user)
+    script = by_turn({goal_of(t): r for t, r in CLEAN.items()}, default=answer("no idea"))
+    with (
+        scripted_server(script) as server,
+        celery_worker(
+            database_url=live_database_url, broker_url=broker_url_for_tests(), queues=worker_queue
+        ) as worker,
+    ):
+        backend_create(name="scripted", base_url=server.base_url, model="m", api_key=KEY)
+        with caplog.at_level(logging.DEBUG):
+            response = operator.post(
+                reverse("traces:run_new"),
+                {
+                    "backend": "scripted",
+                    "suite": "agentic-v1",
+                    "trials": "2",
+                    "concurrency": "4",
+                    "temperature": "0",
+                    "top_k": "7",
+                },
+            )
+        run = Run.objects.get()
+        assert response.status_code == 302
+        assert response["Location"] == reverse("traces:run_detail", args=[run.pk])
+        assert run.backend_config["sampling"] == {"temperature": 0.0, "top_k": 7}
+        status = wait_until(lambda: run_status(run.pk), 90, "the run to finish")
+        # Re-run one failed task from the trace viewer's button, on the same worker.
+        failed = Episode.objects.filter(run=run, outcome="failed").first()
+        assert failed is not None
+        rerun_response = operator.post(reverse("traces:episode_rerun", args=[failed.pk]))
+        rerun = Run.objects.exclude(pk=run.pk).get()
+        assert rerun_response["Location"] == reverse("traces:run_detail", args=[rerun.pk])
+        wait_until(lambda: run_status(rerun.pk), 60, "the re-run to finish")
+        worker_log = worker.log()
+    run.refresh_from_db()
+    assert status == "succeeded", run.error
+    assert (run.n_total, run.n_done, run.n_passed, run.n_errored) == (30, 30, 2, 0)
+    assert {r["temperature"] for r in server.requests} == {0.0}
+    assert {r["top_k"] for r in server.requests} == {7}
+    assert {auth for _, _, auth in server.seen} == {f"Bearer {KEY}"}  # the key went to the server
+
+    page = operator.get(reverse("traces:run_detail", args=[run.pk])).content.decode()
+    assert "<b>30 / 30</b> done (100%)" in page and "2 passed" in page and "28 failed" in page
+    assert "Every planned episode has a result." in page and "hx-trigger" not in page
+    assert page.count('class="episode ') == 30 and "chain_vram_sq" in page
+    assert "chain" in page and "multistep" in page and "coding" in page  # per-axis rows
+    live = operator.get(reverse("traces:run_live", args=[run.pk]), headers={"HX-Request": "true"})
+    assert live.status_code == 286
+    runs = operator.get(reverse("traces:run_list")).content.decode()
+    assert 'title="30/30"' in runs and "Succeeded" in runs
+
+    rerun.refresh_from_db()
+    assert rerun.status in ("succeeded", "failed") and rerun.n_done == 1
+    assert rerun.task_ids == [failed.task_id]
+    assert (
+        f"task {failed.task_id}"
+        in operator.get(reverse("traces:run_detail", args=[rerun.pk])).content.decode()
+    )
+
+    # The key never reached a page, the worker's log or a log record of this process.
+    assert KEY not in page and KEY not in runs and KEY not in worker_log
+    assert "run_shard_task" in worker_log  # the log is the worker's real output
+    assert KEY not in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_stops_promptly_and_retry_completes_errored(
+    operator_user: Any, live_database_url: str, worker_queue: str
+) -> None:
+    operator = Client()
+    operator.force_login(operator_user)
+    broken = {"on": True}
+
+    def script(body: dict[str, Any]) -> Reply:
+        goal = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        if broken["on"] and "coding" in [t.axis for t in SUITE.tasks if t.goal == goal]:
+            return Reply({"error": {"message": "model crashed"}}, status=400)
+        return Reply(answer("no idea").body, delay_s=0.3)
+
+    with (
+        scripted_server(script) as server,
+        celery_worker(
+            database_url=live_database_url, broker_url=broker_url_for_tests(), queues=worker_queue
+        ),
+    ):
+        backend_create(name="scripted", base_url=server.base_url, model="m", max_concurrency=2)
+        # 1. Cancel a long run once a few episodes have finished.
+        operator.post(
+            reverse("traces:run_new"),
+            {"backend": "scripted", "suite": "agentic-v1", "trials": "10", "concurrency": "2"},
+        )
+        long_run = Run.objects.get()
+        wait_until(lambda: Run.objects.get(pk=long_run.pk).n_done >= 3, 60, "3 episodes")
+        cancelled_at = time.monotonic()
+        response = operator.post(reverse("traces:run_cancel", args=[long_run.pk]))
+        assert response.status_code == 302
+        wait_until(
+            lambda: not Episode.objects.filter(run=long_run, outcome="running").exists(),
+            10,
+            "in-flight episodes to stop",
+        )
+        stopped_s = time.monotonic() - cancelled_at
+        time.sleep(1)  # nothing new may start after the cancel
+        long_run.refresh_from_db()
+        kept = long_run.n_done
+        # 2. A run where the backend rejects every coding task: partial, then retried.
+        operator.post(
+            reverse("traces:run_new"), {"backend": "scripted", "suite": "agentic-v1", "trials": "1"}
+        )
+        partial = Run.objects.exclude(pk=long_run.pk).get()
+        assert wait_until(lambda: run_status(partial.pk), 60, "the run to finish") == "partial"
+        page = operator.get(reverse("traces:run_detail", args=[partial.pk])).content.decode()
+        assert "5 errored" in page and "Retry 5 errored episodes" in page
+        assert "some errored (the backend or the harness broke)" in page
+        broken["on"] = False
+        operator.post(reverse("traces:run_retry", args=[partial.pk]))
+        assert wait_until(lambda: run_status(partial.pk), 60, "the retry") == "succeeded"
+
+    long_run.refresh_from_db()
+    assert long_run.status == "cancelled" and stopped_s < 5
+    assert long_run.n_done == kept and 3 <= kept < 150
+    assert Episode.objects.filter(run=long_run).count() < 150  # the rest never started
+    assert Episode.objects.filter(run=long_run, outcome__in=["passed", "failed"]).count() >= 3
+    page = operator.get(reverse("traces:run_detail", args=[long_run.pk])).content.decode()
+    assert "Finished episodes are kept" in page and "hx-trigger" not in page
+    partial.refresh_from_db()
+    assert (partial.n_done, partial.n_errored, partial.n_failed) == (15, 0, 15)
+    retried = Episode.objects.filter(run=partial, axis="coding")
+    assert all(len(e.previous_attempts) == 1 for e in retried)  # the errored attempt is kept
