@@ -1,4 +1,4 @@
-"""Forms for operators: backends and triggering runs. They validate; services write."""
+"""Forms: they validate input and name what is wrong; services write."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 
 from benchrig.harness.client import Sampling
 from benchrig.harness.suites import Suite, SuiteError, available_suites, load_suite
-from traces.models import Backend
+from traces.models import Backend, Episode, Step, Verdict
 from traces.services import SAMPLING_FIELDS, validate_extra_body
 
 REASONING_EFFORTS = [
@@ -153,3 +153,24 @@ class RunForm(SamplingFields):
             return load_suite(name)
         except SuiteError as exc:
             raise ValidationError(str(exc)) from None
+
+
+class VerdictForm(forms.Form):
+    label = forms.ChoiceField(choices=Verdict.Label.choices)
+    reason = forms.ChoiceField(choices=[("", "—"), *Verdict.Reason.choices], required=False)
+    # The step's index in the episode (what the page shows as #N), not its database id.
+    step = forms.IntegerField(required=False, min_value=0)
+    note = forms.CharField(required=False, max_length=10_000, widget=forms.Textarea)
+
+    def __init__(self, *args: Any, episode: Episode, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.episode = episode
+
+    def clean_step(self) -> Step | None:
+        index = self.cleaned_data.get("step")
+        if index is None:
+            return None
+        step = Step.objects.filter(episode=self.episode, index=index).first()
+        if step is None:
+            raise forms.ValidationError(f"step {index} is not a step of this episode")
+        return step

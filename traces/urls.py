@@ -22,4 +22,6 @@ urlpatterns = [
     path("backends/<int:backend_id>/edit/", views.backend_edit, name="backend_edit"),
     path("backends/<int:backend_id>/delete/", views.backend_delete_view, name="backend_delete"),
     path("backends/<int:backend_id>/probe/", views.backend_probe, name="backend_probe"),
+    path("review/", views.review_queue, name="review_queue"),
+    path("episodes/<int:episode_id>/verdicts/", views.episode_verdict, name="episode_verdict"),
 ]

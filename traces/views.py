@@ -1,12 +1,17 @@
 from __future__ import annotations
 
+import json
+from typing import Any
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -14,15 +19,28 @@ from accounts.roles import OPERATOR, has_role, operator_required, reviewer_requi
 from benchrig.harness.client import Sampling
 from benchrig.harness.probe import ProbeResult, probe_backend
 from traces import services
-from traces.forms import BackendForm, RunForm
-from traces.models import Backend, Episode, Run
+from traces.forms import BackendForm, RunForm, VerdictForm
+from traces.hazards import episode_hazards
+from traces.hints import episode_hints
+from traces.models import Backend, Episode, Run, Verdict
 from traces.selectors import (
     LIVE_STATUSES,
-    episode_steps,
+    OUTCOME_STATES,
+    QUEUE_SORTS,
+    VERDICT_STATES,
+    QueueFilterError,
+    QueueFilters,
+    episode_trace,
+    episode_verdicts,
+    queue_choices,
+    queue_counts,
+    queue_neighbours,
+    queue_page,
     run_episodes,
     run_progress,
     run_status_words,
     run_summary,
+    trace_items,
 )
 from traces.selectors import backend_list as select_backends
 from traces.selectors import run_list as select_runs
@@ -32,18 +50,11 @@ from traces.services import (
     backend_delete,
     backend_update,
     run_create,
+    verdict_record,
 )
 
 # A connection check runs inside a web request: never let a slow server hold it for minutes.
 PROBE_TIMEOUT_CAP_S = 30.0
-
-
-def _url_or_none(name: str, *args: object) -> str | None:
-    """Links into pages other apps own (review queue, leaderboard) appear once those exist."""
-    try:
-        return reverse(name, args=args)
-    except NoReverseMatch:
-        return None
 
 
 @require_GET
@@ -58,7 +69,6 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 
 def _run_live_context(request: HttpRequest, run: Run) -> dict[str, object]:
-    queue = _url_or_none("traces:review_queue")
     return {
         "run": run,
         "live": run.status in LIVE_STATUSES,
@@ -66,7 +76,7 @@ def _run_live_context(request: HttpRequest, run: Run) -> dict[str, object]:
         "summary": run_summary(run=run),
         "episodes": run_episodes(run=run),
         "status_words": run_status_words(run=run),
-        "queue_url": queue,
+        "queue_url": reverse("traces:review_queue"),
         "is_operator": has_role(request.user, OPERATOR),
     }
 
@@ -76,7 +86,7 @@ def _run_live_context(request: HttpRequest, run: Run) -> dict[str, object]:
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("backend", "triggered_by"), pk=run_id)
     context = _run_live_context(request, run)
-    context["leaderboard_url"] = _url_or_none("leaderboard:board", run.suite_name)
+    context["leaderboard_url"] = reverse("leaderboard:board", args=[run.suite_name])
     return render(request, "traces/run_detail.html", context)
 
 
@@ -169,15 +179,128 @@ def episode_rerun(request: HttpRequest, episode_id: int) -> HttpResponse:
     return redirect("traces:run_detail", run.pk)
 
 
+def _anchor(request: HttpRequest, name: str) -> Episode | None:
+    value = request.GET.get(name)
+    if not value:
+        return None
+    keys = Episode.objects.only("id", "task_id", "completion_tokens", "n_steps")
+    anchor = keys.filter(pk=int(value)).order_by().first() if value.isdigit() else None
+    if anchor is None:
+        raise QueueFilterError(f"{name}={value!r} is not an episode of this database")
+    return anchor
+
+
+def _episode_url(episode_id: int | None, filters: QueueFilters) -> str | None:
+    if episode_id is None:
+        return None
+    url = reverse("traces:episode_detail", args=[episode_id])
+    query = filters.querystring()
+    return f"{url}?{query}" if query else url
+
+
+def _queue_url(filters: QueueFilters, **extra: Any) -> str:
+    pairs = filters.query_pairs() + list(extra.items())
+    query = urlencode(pairs)
+    return reverse("traces:review_queue") + (f"?{query}" if query else "")
+
+
+@require_GET
+@reviewer_required
+def review_queue(request: HttpRequest) -> HttpResponse:
+    """Failed and errored episodes across runs, filtered by the query string."""
+    context: dict[str, Any] = {
+        "choices": queue_choices(),
+        "sorts": {name: label for name, (label, _, _) in QUEUE_SORTS.items()},
+        "outcome_states": OUTCOME_STATES,
+        "verdict_states": VERDICT_STATES,
+    }
+    try:
+        filters = QueueFilters.from_query(request.GET)
+        after, before = _anchor(request, "after"), _anchor(request, "before")
+    except QueueFilterError as exc:
+        context["filters"] = QueueFilters()
+        context["error"] = str(exc)
+        return render(request, "traces/review_queue.html", context, status=400)
+    page = queue_page(filters=filters, after=after, before=before)
+    context |= {
+        "filters": filters,
+        "page": page,
+        "counts": queue_counts(filters=filters),
+        "querystring": filters.querystring(),
+        "previous_url": _queue_url(filters, before=page.first_id) if page.has_previous else None,
+        "next_url": _queue_url(filters, after=page.last_id) if page.has_next else None,
+        "start_url": _queue_url(filters),
+    }
+    template = "traces/review_queue.html"
+    # Filter changes and paging swap only the results; a history restore gets the whole page.
+    partial = bool(request.htmx) and request.htmx.target == "queue-results"
+    response = render(request, template + "#results" if partial else template, context)
+    if partial:
+        # The address bar gets the canonical query (no empty fields), ready to bookmark.
+        anchor = {"after": after.pk} if after else {"before": before.pk} if before else {}
+        response["HX-Push-Url"] = _queue_url(filters, **anchor)
+    patch_vary_headers(response, ("HX-Request", "HX-Target"))
+    return response
+
+
+def _viewer_context(episode: Episode, filters: QueueFilters) -> dict[str, Any]:
+    steps = episode_trace(episode=episode)
+    hazards = episode_hazards(episode=episode, steps=steps)
+    prev_id, next_id = queue_neighbours(filters=filters, episode=episode)
+    flagged = [h.step_index for h in hazards if h.step_index is not None]
+    return {
+        "episode": episode,
+        "run": episode.run,
+        "items": trace_items(steps=steps),
+        "hazards": hazards,
+        "hazard_steps": set(flagged),
+        "hints": episode_hints(episode=episode),
+        "filters": filters,
+        "querystring": filters.querystring(),
+        "queue_url": _queue_url(filters),
+        "prev_url": _episode_url(prev_id, filters),
+        "next_url": _episode_url(next_id, filters),
+        "verdicts": episode_verdicts(episode=episode),
+        "form": VerdictForm(episode=episode, initial={"step": flagged[0] if flagged else None}),
+        "verdict_url": _verdict_url(episode, filters),
+        "labels": VERDICT_KEYS,
+    }
+
+
+# The keyboard shortcut of each label, shown on its button and used by static/review.js.
+VERDICT_KEYS = [
+    (Verdict.Label.HARNESS_ARTIFACT, "h"),
+    (Verdict.Label.MODEL_ERROR, "m"),
+    (Verdict.Label.INFRA_ERROR, "i"),
+    (Verdict.Label.UNCLEAR, "u"),
+]
+
+
+def _verdict_url(episode: Episode, filters: QueueFilters) -> str:
+    url = reverse("traces:episode_verdict", args=[episode.pk])
+    query = filters.querystring()
+    return f"{url}?{query}" if query else url
+
+
+def _viewer_filters(request: HttpRequest) -> QueueFilters | HttpResponse:
+    try:
+        return QueueFilters.from_query(request.GET)
+    except QueueFilterError as exc:
+        return HttpResponse(f"Bad queue filter: {exc}", status=400, content_type="text/plain")
+
+
 @require_GET
 @reviewer_required
 def episode_detail(request: HttpRequest, episode_id: int) -> HttpResponse:
-    episode = get_object_or_404(Episode.objects.select_related("run"), pk=episode_id)
-    return render(
-        request,
-        "traces/episode_detail.html",
-        {"episode": episode, "steps": episode_steps(episode=episode)},
+    """One episode, step by step, with hazards, hints and the verdict panel. The queue's
+    filters travel in the query string so that next/previous walk the same queue."""
+    episode = get_object_or_404(
+        Episode.objects.select_related("run", "run__backend"), pk=episode_id
     )
+    filters = _viewer_filters(request)
+    if isinstance(filters, HttpResponse):
+        return filters
+    return render(request, "traces/episode_detail.html", _viewer_context(episode, filters))
 
 
 @require_GET
@@ -309,3 +432,59 @@ def backend_probe_draft(request: HttpRequest) -> HttpResponse:
         timeout_s=min(data["timeout_s"], PROBE_TIMEOUT_CAP_S),
     )
     return _render_probe(request, result)
+
+
+@require_POST
+@reviewer_required
+def episode_verdict(request: HttpRequest, episode_id: int) -> HttpResponse:
+    """Append a verdict. htmx gets the verdict panel back (and the next episode's address in an
+    HX-Trigger event, to move on); a plain form post is redirected to the next episode."""
+    episode = get_object_or_404(Episode.objects.select_related("run"), pk=episode_id)
+    filters = _viewer_filters(request)
+    if isinstance(filters, HttpResponse):
+        return filters
+    form = VerdictForm(request.POST, episode=episode)
+    saved = None
+    if form.is_valid():
+        saved = verdict_record(
+            episode=episode,
+            label=form.cleaned_data["label"],
+            reason=form.cleaned_data["reason"],
+            step=form.cleaned_data["step"],
+            note=form.cleaned_data["note"],
+            reviewer=request.user,
+        )
+    _, next_id = queue_neighbours(filters=filters, episode=episode)
+    next_url = _episode_url(next_id, filters)
+    if not request.htmx:
+        if saved is None:
+            return HttpResponse(
+                "Verdict not saved: "
+                + "; ".join(
+                    f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()
+                ),
+                status=422,
+                content_type="text/plain",
+            )
+        return HttpResponseRedirect(next_url or _episode_url(episode.pk, filters))
+    if saved is not None:
+        # A fresh form for the next verdict, still pointing at the step just used.
+        form = VerdictForm(episode=episode, initial={"step": request.POST.get("step") or None})
+    context = {
+        "episode": episode,
+        "verdicts": episode_verdicts(episode=episode),
+        "form": form,
+        "saved": saved,
+        "next_url": next_url,
+        "verdict_url": _verdict_url(episode, filters),
+        "labels": VERDICT_KEYS,
+    }
+    response = render(
+        request,
+        "traces/partials/verdict_panel.html",
+        context,
+        status=200 if saved is not None else 422,
+    )
+    if saved is not None:
+        response["HX-Trigger"] = json.dumps({"verdict-saved": {"next": next_url or ""}})
+    return response

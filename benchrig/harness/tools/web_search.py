@@ -10,6 +10,7 @@ vram" and "How much video memory does the GeForce RTX 5090 have?" all land on th
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections import Counter
@@ -198,6 +199,7 @@ class _Index:
         df = Counter(term for d in self.docs for term in d)
         n = len(pages)
         self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+        self.vocabulary = sorted(self.idf)
 
     def score(self, terms: set[str], i: int) -> float:
         doc, norm = self.docs[i], _K1 * (1 - _B + _B * self.lengths[i] / self.avg_len)
@@ -208,7 +210,9 @@ class _Index:
         return total
 
     def search(self, query: str, limit: int = MAX_HITS) -> list[tuple[float, Page]]:
-        terms = set(tokenize(query))
+        return self.rank(set(tokenize(query)), limit)
+
+    def rank(self, terms: set[str], limit: int = MAX_HITS) -> list[tuple[float, Page]]:
         scored = [(self.score(terms, i), i) for i in range(len(self.pages))]
         # Ties break on corpus order so results never depend on hash or sort instability.
         ranked = sorted((s, i) for s, i in scored if s > 0) if terms else []
@@ -217,6 +221,42 @@ class _Index:
 
 
 INDEX = _Index(CORPUS)
+
+
+# How alike a query word and an index term must be (difflib ratio) to call the word a near miss.
+NEAR_MISS_CUTOFF = 0.75
+
+
+@dataclass(frozen=True)
+class NearMiss:
+    """A query that found nothing, but whose words are close to terms the corpus is keyed by."""
+
+    corrections: tuple[tuple[str, str], ...]  # (word of the query, the index term it is near)
+    page: Page  # what the corrected query finds first
+
+
+def near_miss(query: str, *, cutoff: float = NEAR_MISS_CUTOFF) -> NearMiss | None:
+    """For a query with no hits: the page it would have found with its words spelt as the index
+    spells them, or None (it has hits, or nothing is close). Reviewers use it to tell "the model
+    searched for nonsense" from "the search was too strict for a reasonable query"."""
+    if INDEX.search(query):
+        return None
+    terms: set[str] = set()
+    corrections: list[tuple[str, str]] = []
+    for raw in _TOKEN.findall(query.lower().replace(",", "")):
+        if raw.isdigit():
+            # Numbers are never fuzzed (a 4080 is not a near miss of a 4090), and a number the
+            # index knew would have been a hit: the query names something the corpus lacks.
+            return None
+        if raw in STOPWORDS or len(raw) <= 3:  # short words match too much by ratio alone
+            continue
+        term = tokenize(raw)[0]
+        close = difflib.get_close_matches(term, INDEX.vocabulary, n=1, cutoff=cutoff)
+        if close:
+            corrections.append((raw, close[0]))
+            terms.add(close[0])
+    hits = INDEX.rank(terms, limit=1) if terms else []
+    return NearMiss(tuple(corrections), hits[0][1]) if hits else None
 
 
 def format_hits(hits: list[tuple[float, Page]]) -> str:

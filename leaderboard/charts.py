@@ -1,0 +1,180 @@
+"""Plotly figures as plain dicts (data + layout), passed to the page with json_script.
+
+Nothing here touches the database: figures are drawn from a built Board's rows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from leaderboard.selectors import Board, Row
+
+PALETTE = ["#2563eb", "#ea580c", "#059669", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#4b5563"]
+FONT = {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 13, "color": "#1d2330"}
+MAX_BAR_RUNS = 12  # more bars per group than this is unreadable
+MAX_HEATMAP_RUNS = 40
+
+
+def _layout(title: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
+        "font": FONT,
+        "paper_bgcolor": "#ffffff",
+        "plot_bgcolor": "#ffffff",
+        "margin": {"l": 60, "r": 20, "t": 50, "b": 60},
+        "legend": {"orientation": "h", "y": -0.2},
+        **extra,
+    }
+
+
+def row_names(rows: list[Row]) -> dict[int, str]:
+    """Chart labels: the model name, with the run id where two rows share a model."""
+    seen = Counter(r.label for r in rows)
+    return {r.run_id: r.label if seen[r.label] == 1 else f"{r.label} #{r.run_id}" for r in rows}
+
+
+def score_by_axis(board: Board, rows: list[Row]) -> dict[str, Any]:
+    rows = [r for r in rows if r.episodes][:MAX_BAR_RUNS]
+    names = row_names(rows)
+    x = ["overall", *board.axes]
+    data = [
+        {
+            "type": "bar",
+            "name": names[r.run_id],
+            "x": x,
+            "y": [round(r.score, 2)]
+            + [round(r.axes[a].score, 2) if a in r.axes else None for a in board.axes],
+            "marker": {"color": PALETTE[i % len(PALETTE)]},
+            "hovertemplate": "%{x}: %{y:.1f}<extra>" + names[r.run_id] + "</extra>",
+        }
+        for i, r in enumerate(rows)
+    ]
+    return {
+        "data": data,
+        "layout": _layout(
+            f"Agentic Score by axis ({board.query.view})",
+            barmode="group",
+            yaxis={"title": {"text": "Agentic Score"}, "range": [0, 100], "gridcolor": "#eef0f3"},
+        ),
+    }
+
+
+def efficiency_frontier(board: Board, rows: list[Row]) -> dict[str, Any]:
+    """Tokens per task against task success; the frontier joins rows no other row beats on
+    both (fewer tokens and more success)."""
+    rows = [r for r in rows if r.episodes]
+    names = row_names(rows)
+    top = max((r.tokens_per_task for r in rows), default=1.0) or 1.0
+    points = {
+        "type": "scatter",
+        "mode": "markers+text",
+        "name": "runs",
+        "x": [round(r.tokens_per_task, 1) for r in rows],
+        "y": [round(100 * r.success, 1) for r in rows],
+        "text": [names[r.run_id] for r in rows],
+        # Labels lean inwards at the edges so they stay inside the plot.
+        "textposition": [
+            "top right"
+            if r.tokens_per_task < 0.25 * top
+            else "top left"
+            if r.tokens_per_task > 0.8 * top
+            else "top center"
+            for r in rows
+        ],
+        "marker": {"size": 12, "color": [PALETTE[i % len(PALETTE)] for i in range(len(rows))]},
+        "error_y": {
+            "type": "data",
+            "symmetric": False,
+            "array": [
+                round(100 * (r.success_ci[1] - r.success), 1) if r.success_ci else 0 for r in rows
+            ],
+            "arrayminus": [
+                round(100 * (r.success - r.success_ci[0]), 1) if r.success_ci else 0 for r in rows
+            ],
+            "color": "#98a2b3",
+        },
+        "hovertemplate": "%{text}<br>%{x:.1f} tokens/task<br>%{y:.1f}% success<extra></extra>",
+    }
+    frontier: list[Row] = []
+    for r in sorted(rows, key=lambda r: (r.tokens_per_task, -r.success)):
+        if not frontier or r.success > frontier[-1].success:
+            frontier.append(r)
+    line = {
+        "type": "scatter",
+        "mode": "lines",
+        "name": "efficiency frontier",
+        "x": [round(r.tokens_per_task, 1) for r in frontier],
+        "y": [round(100 * r.success, 1) for r in frontier],
+        "line": {"color": "#98a2b3", "dash": "dot", "shape": "hv"},
+        "hoverinfo": "skip",
+    }
+    return {
+        "data": [line, points],
+        "layout": _layout(
+            f"Tokens per task vs task success ({board.query.view})",
+            showlegend=False,
+            xaxis={
+                "title": {"text": "completion tokens per task (fewer is better)"},
+                "zeroline": False,
+                # Room either side for the point labels.
+                "range": [0, 1.2 * top],
+                "gridcolor": "#eef0f3",
+            },
+            yaxis={
+                "title": {"text": "task success, % (95% Wilson)"},
+                "range": [-5, 115],
+                "gridcolor": "#eef0f3",
+            },
+        ),
+    }
+
+
+def pass_heatmap(board: Board, rows: list[Row]) -> dict[str, Any]:
+    rows = [r for r in rows if r.episodes][:MAX_HEATMAP_RUNS]
+    names = row_names(rows)
+    tasks = [t for _, t in board.tasks]
+    z: list[list[float | None]] = []
+    text: list[list[str]] = []
+    for r in rows:
+        cells = [r.tasks.get(t) for t in tasks]
+        z.append([round(c.passed / c.n, 3) if c and c.n else None for c in cells])
+        text.append([f"{c.passed}/{c.n} passed" if c and c.n else "not scored" for c in cells])
+    return {
+        "data": [
+            {
+                "type": "heatmap",
+                "x": tasks,
+                "y": [names[r.run_id] for r in rows],
+                "z": z,
+                "text": text,
+                "zmin": 0,
+                "zmax": 1,
+                "xgap": 2,
+                "ygap": 2,
+                "colorscale": [[0, "#d92d20"], [0.5, "#fdb022"], [1, "#12b76a"]],
+                "colorbar": {"title": {"text": "pass rate"}, "thickness": 12},
+                "hovertemplate": "%{y}<br>%{x}: %{text}<extra></extra>",
+            }
+        ],
+        "layout": _layout(
+            f"Pass rate by run and task ({board.query.view})",
+            height=190 + 30 * len(rows),
+            margin={
+                "l": 12 + 7 * max((len(n) for n in names.values()), default=10),
+                "r": 20,
+                "t": 50,
+                "b": 140,
+            },
+            xaxis={"tickangle": -40},
+            yaxis={"autorange": "reversed", "automargin": True},
+        ),
+    }
+
+
+def board_figures(board: Board, rows: list[Row]) -> dict[str, dict[str, Any]]:
+    return {
+        "score_by_axis": score_by_axis(board, rows),
+        "efficiency": efficiency_frontier(board, rows),
+        "heatmap": pass_heatmap(board, rows),
+    }

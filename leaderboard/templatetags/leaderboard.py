@@ -1,0 +1,106 @@
+"""Template helpers for leaderboards: query strings that keep the view, drill-down links."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.http import QueryDict
+from django.urls import reverse
+
+from accounts.roles import has_role as _has_role
+from leaderboard.selectors import ADJUSTED, EXCLUDED_LABELS
+from traces.models import Verdict
+
+register = template.Library()
+
+# Columns that read best-first when the larger value is better; the others ascend first.
+ASCENDING_FIRST = {"tokens", "model"}
+# In the adjusted view the numbers count every verdict except the excluded ones.
+COUNTED_VERDICTS = ["untagged", *(v for v in Verdict.Label.values if v not in EXCLUDED_LABELS)]
+
+
+@register.simple_tag(takes_context=True)
+def qs(context: dict[str, Any], **changes: Any) -> str:
+    """The current query string with some keys set (or removed when the value is ""); any
+    change but a page change goes back to page 1."""
+    params: QueryDict = context["request"].GET.copy()
+    if "page" not in changes:
+        params.pop("page", None)
+    for key, value in changes.items():
+        if value in ("", None):
+            params.pop(key, None)
+        else:
+            params[key] = value
+    return "?" + params.urlencode() if params else "?"
+
+
+@register.simple_tag(takes_context=True)
+def sort_qs(context: dict[str, Any], key: str) -> str:
+    current = context["board"].query.sort
+    first = key if key in ASCENDING_FIRST else f"-{key}"
+    target = (key if first.startswith("-") else f"-{key}") if current == first else first
+    return qs(context, sort=target)
+
+
+@register.simple_tag
+def sort_mark(current: str, key: str) -> str:
+    if current.removeprefix("-") != key:
+        return ""
+    return "▼" if current.startswith("-") else "▲"
+
+
+@register.simple_tag
+def queue_url(view: str, run_id: int, kind: str = "failed", axis: str = "") -> str:
+    """The review queue filtered to the episodes behind a cell.
+
+    kind: failed (success cells), scored (every episode the row counts), errored, excluded
+    (the episodes an adjusted view leaves out by verdict).
+    """
+    params = QueryDict(mutable=True)
+    params["run"] = str(run_id)
+    if axis:
+        params["axis"] = axis
+    if kind == "errored":
+        params.setlist("outcome", ["errored"])
+    elif kind == "excluded":
+        params.setlist("outcome", ["passed", "failed"])
+        params.setlist("verdict", list(EXCLUDED_LABELS))
+    else:
+        params.setlist("outcome", ["failed"] if kind == "failed" else ["passed", "failed"])
+        if view == ADJUSTED:
+            params.setlist("verdict", COUNTED_VERDICTS)
+    return reverse("traces:review_queue") + "?" + params.urlencode()
+
+
+@register.filter
+def pct(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    text = f"{100 * value:.{digits}f}"
+    return (text[: -digits - 1] if text.endswith("." + "0" * digits) else text) + "%"
+
+
+@register.filter
+def ci_pct(interval: tuple[float, float] | None) -> str:
+    if not interval:
+        return ""
+    return f"{100 * interval[0]:.0f}–{100 * interval[1]:.0f}%"
+
+
+@register.filter
+def ci_num(interval: tuple[float, float] | None) -> str:
+    if not interval:
+        return ""
+    return f"{interval[0]:.1f}–{interval[1]:.1f}"
+
+
+@register.filter
+def get_item(mapping: dict[str, Any], key: str) -> Any:
+    return mapping.get(key)
+
+
+@register.filter
+def has_role(user: Any, role: str) -> bool:
+    """`{% if user|has_role:"reviewer" %}`: the same rule as the view decorators."""
+    return _has_role(user, role)

@@ -1,0 +1,98 @@
+"""The leaderboard in a real Chromium: a share link read logged out, the adjusted toggle redraws
+the charts, a revoked link is gone; a reviewer shares a board from the page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from leaderboard.selectors import BoardQuery
+from leaderboard.services import share_create, share_revoke
+from leaderboard.tests.boards import NEX, SUITE, episode, make_run, reference_runs
+from traces.models import Episode, Run
+from traces.services import verdict_record
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BARS = "document.getElementById('chart-score-by-axis')"
+
+
+def published_board(owner: User) -> tuple[Run, Run]:
+    base, nex = reference_runs()
+    # Two more rows so the table and charts look like a real comparison.
+    lazy = make_run("SmolLM2-135M-Instruct", name="local-smollm2")
+    Episode.objects.bulk_create(
+        [
+            episode(lazy, t.id, passed=t.id == "coding_fib20", calls=0, tokens=38)
+            for t in SUITE.tasks
+        ]
+    )
+    mid = make_run("Llama-3.1-8B-Instruct", name="vllm-llama")
+    Episode.objects.bulk_create(
+        [
+            episode(mid, t.id, passed=i % 4 != 1, calls=t.optimal_calls + (i % 3 == 0), tokens=180)
+            for i, t in enumerate(SUITE.tasks)
+        ]
+    )
+    xor = Episode.objects.get(run=nex, task_id="chain_vram_sq")
+    verdict_record(episode=xor, label="harness_artifact", reviewer=owner, reason="tool_semantics")
+    return base, nex
+
+
+def bars(page: Any) -> dict[str, float]:
+    return dict(page.evaluate(f"{BARS}.data.map(t => [t.name, t.y[0]])"))
+
+
+def test_share_link_logged_out_toggle_and_revoke(
+    page: Any, reviewer_user: User, artifacts_dir: Path
+) -> None:
+    published_board(reviewer_user)
+    link = share_create(
+        owner=reviewer_user,
+        query=BoardQuery(suite=SUITE.name, version=SUITE.version, suite_hash=SUITE.content_hash),
+        title="Agentic post-training, measured: Nex-N2-mini vs its base",
+        description="agentic-v1 on one RTX 5090, llama.cpp, temp 0.",
+    )
+    response = page.goto(f"/s/{link.slug}/")
+    assert response.status == 200
+    assert page.title() == link.title
+    page.wait_for_function(f"{BARS} && {BARS}.data && {BARS}.data.length === 4")
+    raw = bars(page)
+    assert raw[NEX] == pytest.approx(92.0)
+    assert page.locator("a[href^='/review/']").count() == 0  # logged out: no drill-down links
+
+    page.click("#view-adjusted")
+    page.wait_for_function(
+        f"{BARS} && {BARS}.data && {BARS}.data.some(t => t.name === {NEX!r} && t.y[0] > 92.5)",
+        timeout=10_000,
+    )
+    adjusted = bars(page)
+    assert adjusted[NEX] == pytest.approx(100 * (0.5 * 13 / 14 + 0.2 * 13 / 14 + 0.3), abs=0.01)
+    assert {k: v for k, v in adjusted.items() if k != NEX} == {
+        k: v for k, v in raw.items() if k != NEX
+    }
+    assert "view=adjusted" in page.url
+    assert page.locator("#view-adjusted.on").count() == 1
+    heat = page.evaluate("document.getElementById('chart-heatmap').data[0].z.length")
+    assert heat == 4
+    page.wait_for_timeout(300)  # let plotly finish its transition before the picture
+    page.screenshot(path=str(artifacts_dir / "leaderboard.png"), full_page=True)
+
+    share_revoke(link=link, user=reviewer_user)
+    assert page.goto(f"/s/{link.slug}/").status == 404
+
+
+def test_reviewer_shares_from_the_board(page: Any, reviewer_user: User, login: Any) -> None:
+    published_board(reviewer_user)
+    login(page, "rita")
+    page.goto(f"/leaderboard/{SUITE.name}/?view=adjusted")
+    page.wait_for_function(f"{BARS} && {BARS}.data && {BARS}.data.length === 4")
+    assert page.locator("a[href^='/review/?run=']").count() > 10  # drill-down for reviewers
+    page.fill("input[name=title]", "Shared from the board")
+    page.click("#share-button")
+    page.wait_for_url("**/s/*/")
+    assert page.title() == "Shared from the board"
+    assert page.locator("#view-adjusted.on").count() == 1

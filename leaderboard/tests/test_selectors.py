@@ -1,0 +1,238 @@
+"""Leaderboard aggregation against the reference finding and against the harness's scoring."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+from django.contrib.auth.models import User
+
+from benchrig.harness.scoring import EpisodeOutcome, summarize
+from leaderboard.selectors import (
+    ADJUSTED,
+    LATEST,
+    RAW,
+    TOKENS_RELATIVE,
+    BoardError,
+    BoardQuery,
+    board_build,
+    compare_build,
+    config_key,
+    suites_with_runs,
+)
+from leaderboard.tests.boards import (
+    BASE,
+    NEX,
+    SUITE,
+    episode,
+    make_run,
+    random_board,
+    reference_runs,
+)
+from traces.models import Episode, Run
+from traces.services import verdict_record
+
+pytestmark = pytest.mark.django_db
+
+
+def query(**kw: object) -> BoardQuery:
+    return BoardQuery(suite=SUITE.name, version=SUITE.version, suite_hash=SUITE.content_hash, **kw)
+
+
+def test_reference_table() -> None:
+    base, nex = reference_runs()
+    board = board_build(query())
+    assert [r.run_id for r in board.rows] == [base.pk, nex.pk]
+    b, n = board.rows
+    assert (round(b.score, 1), round(n.score, 1)) == (98.0, 92.0)
+    assert (b.sums.passed, b.episodes, n.sums.passed, n.episodes) == (15, 15, 13, 15)
+    assert (f"{100 * b.success:.0f}%", f"{100 * n.success:.1f}%") == ("100%", "86.7%")
+    assert (round(b.tool_eff, 3), round(n.tool_eff, 3)) == (0.9, 0.933)
+    assert (b.stability, n.stability) == (1.0, 1.0)
+    assert (round(b.tokens_per_task, 1), round(n.tokens_per_task, 1)) == (264.3, 93.3)
+    assert {a: (c.sums.passed, c.sums.n) for a, c in n.axes.items()} == {
+        "chain": (4, 5),
+        "multistep": (5, 5),
+        "coding": (4, 5),
+    }
+    assert board.axes == ["chain", "coding", "multistep"]
+    assert not b.no_tool_calls and not n.no_tool_calls
+    assert board.pass_k is None  # one trial per task
+
+
+def test_tagging_a_failure_changes_the_adjusted_row_only() -> None:
+    base, nex = reference_runs()
+    rita = User.objects.create_user("rita")
+    xor = Episode.objects.get(run=nex, task_id="chain_vram_sq")
+    verdict_record(episode=xor, label="harness_artifact", reviewer=rita, reason="tool_semantics")
+
+    raw = {r.run_id: r for r in board_build(query()).rows}
+    adjusted = {r.run_id: r for r in board_build(query(view=ADJUSTED)).rows}
+    assert round(raw[nex.pk].score, 1) == 92.0 and raw[nex.pk].episodes == 15
+    assert raw[nex.pk].excluded == 0 and raw[nex.pk].tagged_excludable == 1
+    a = adjusted[nex.pk]
+    assert (a.sums.passed, a.episodes, a.excluded_by_verdict, a.excluded) == (13, 14, 1, 1)
+    assert a.score == pytest.approx(
+        100 * (0.5 * 13 / 14 + 0.2 * 13.0 / 14 + 0.15 + 0.15)
+    )  # 13 remaining efficiencies sum to 14.0 − 1.0
+    assert a.axes["chain"].sums.passed == 4 and a.axes["chain"].sums.n == 4
+    assert adjusted[base.pk].score == raw[base.pk].score
+
+
+@pytest.mark.parametrize("view", [RAW, ADJUSTED])
+def test_board_matches_harness_scoring_on_random_runs(view: str) -> None:
+    runs = random_board(6, seed=3, trials=2)
+    rita = User.objects.create_user("rita")
+    for i, ep in enumerate(Episode.objects.filter(outcome="failed")[:12]):
+        label = ["harness_artifact", "model_error", "infra_error", "unclear"][i % 4]
+        verdict_record(episode=ep, label=label, reviewer=rita)
+    groups: dict[int, list[EpisodeOutcome]] = defaultdict(list)
+    for e in Episode.objects.all():
+        if view == ADJUSTED and e.verdict_label in ("harness_artifact", "infra_error"):
+            continue
+        groups[e.run_id].append(
+            EpisodeOutcome(
+                e.task_id, e.axis, e.outcome, e.tool_efficiency, e.stalled, e.completion_tokens
+            )
+        )
+    board = board_build(query(view=view))
+    assert len(board.rows) == len(runs)
+    for row in board.rows:
+        expected = summarize(groups[row.run_id])
+        assert row.episodes == expected.episodes
+        assert row.sums.passed == expected.passed
+        assert row.success == pytest.approx(expected.success)
+        assert row.tool_eff == pytest.approx(expected.tool_efficiency)
+        assert row.stability == pytest.approx(expected.stability)
+        assert row.tokens_per_task == pytest.approx(expected.tokens_per_task)
+        assert row.score == pytest.approx(expected.agentic_score)
+        for axis, cell in row.axes.items():
+            assert cell.score == pytest.approx(expected.axes[axis].agentic_score)
+            assert cell.sums.passed == expected.axes[axis].passed
+        assert row.errored == expected.errored
+        assert row.score_ci is not None and row.score_ci[0] <= row.score + 1e-9
+
+
+def test_relative_token_efficiency_credits_the_leanest_row() -> None:
+    base, nex = reference_runs()
+    rows = {r.run_id: r for r in board_build(query(token_mode=TOKENS_RELATIVE)).rows}
+    assert rows[nex.pk].token_eff == 1.0
+    assert rows[base.pk].token_eff == pytest.approx(1400 / 3964)
+    assert rows[base.pk].score == pytest.approx(98.0 - 15 * (1 - 1400 / 3964))
+    assert rows[nex.pk].score == pytest.approx(92.0)
+
+
+def test_latest_run_per_configuration() -> None:
+    old = make_run(BASE, name="gpu-a")
+    new = make_run(BASE, name="gpu-b")  # same model and sampling on another server: same config
+    warm = make_run(BASE, temperature=0.7)  # other sampling: another configuration
+    Episode.objects.bulk_create([episode(r, "chain_vram_sq") for r in (old, new, warm)])
+    assert config_key(model_name=BASE, backend_config=old.backend_config) == config_key(
+        model_name=BASE, backend_config=new.backend_config
+    )
+    per_run = board_build(query())
+    latest = board_build(query(grouping=LATEST))
+    assert len(per_run.rows) == 3 and per_run.runs_considered == 3
+    assert {r.run_id for r in latest.rows} == {new.pk, warm.pk}
+    assert {r.run_id: r.runs_in_config for r in latest.rows} == {new.pk: 2, warm.pk: 1}
+
+
+def test_other_versions_hashes_and_unfinished_runs_stay_off_the_board() -> None:
+    base, _ = reference_runs()
+    other = make_run(BASE, suite_hash="0" * 64)
+    running = make_run(BASE, status=Run.Status.RUNNING)
+    Episode.objects.bulk_create([episode(other, "chain_vram_sq"), episode(running, "coding_fib20")])
+    ids = {r.run_id for r in board_build(query()).rows}
+    assert other.pk not in ids and running.pk not in ids and base.pk in ids
+    versions = suites_with_runs()[0]["versions"]
+    assert {v["hash"] for v in versions} == {SUITE.content_hash, "0" * 64}
+
+
+def test_a_model_that_never_calls_a_tool_is_flagged_not_rescored() -> None:
+    lazy = make_run("SmolLM2-135M")
+    Episode.objects.bulk_create(
+        [episode(lazy, t.id, passed=False, calls=0, tokens=5) for t in SUITE.tasks]
+    )
+    (row,) = board_build(query()).rows
+    assert row.no_tool_calls and row.score == pytest.approx(50.0)
+
+
+def test_overlapping_intervals_are_ties_and_separate_ones_are_ranked() -> None:
+    base, nex = reference_runs()
+    weak = make_run("weak")
+    Episode.objects.bulk_create(
+        [episode(weak, t.id, passed=i < 3, calls=4) for i, t in enumerate(SUITE.tasks)]
+    )
+    rows = board_build(query()).rows
+    assert [r.run_id for r in rows] == [base.pk, nex.pk, weak.pk]
+    # 98.0 vs 92.0 over 15 tasks: the bootstrap intervals overlap — a tie, same rank.
+    assert rows[0].score_ci[0] < 98.0 and rows[1].score_ci[1] > rows[0].score_ci[0]
+    assert [(r.rank, r.tie) for r in rows] == [(1, False), (1, True), (3, False)]
+    by_tokens = board_build(query(sort="tokens")).rows  # no interval → plain ranks
+    assert [r.run_id for r in by_tokens] == [nex.pk, weak.pk, base.pk]  # 93.3, 100, 264.3
+    assert [r.rank for r in by_tokens] == [1, 2, 3]
+
+
+def test_pass_hat_k_with_several_trials() -> None:
+    three = make_run("three", trials=3)
+    two = make_run("two", trials=2)
+    a, b = "coding_fib20", "coding_primes_100"
+    rows = [episode(three, a, trial=i) for i in range(3)]
+    rows += [episode(three, b, trial=i, passed=i < 2) for i in range(3)]
+    rows += [episode(two, a, trial=i) for i in range(2)]
+    rows += [episode(two, b, trial=i, passed=i < 1) for i in range(2)]
+    Episode.objects.bulk_create(rows)
+    board = board_build(query())
+    assert board.pass_k == 2
+    got = {r.run_id: r.pass_k for r in board.rows}
+    # three: (C(3,2)/C(3,2) + C(2,2)/C(3,2)) / 2 = (1 + 1/3) / 2;  two: (1 + 0) / 2
+    assert got == {three.pk: pytest.approx(2 / 3), two.pk: pytest.approx(0.5)}
+
+
+def test_board_queries_do_not_grow_with_runs_or_episodes(
+    django_assert_num_queries: object,
+) -> None:
+    random_board(3, seed=1)
+    with django_assert_num_queries(3):  # type: ignore[operator]
+        small = board_build(query(view=ADJUSTED))
+    random_board(60, seed=2, trials=3)
+    with django_assert_num_queries(3):  # type: ignore[operator]
+        large = board_build(query(view=ADJUSTED, grouping=LATEST))
+    assert len(small.rows) == 3 and large.runs_considered == 63
+
+
+def test_query_rejects_unknown_options() -> None:
+    with pytest.raises(BoardError, match="view must be one of raw, adjusted"):
+        query(view="cooked")
+    with pytest.raises(BoardError, match="sort must be one of"):
+        query(sort="-vibes")
+    query(sort="-axis:chain")
+
+
+def test_compare_reads_like_the_reference_finding() -> None:
+    base, nex = reference_runs()
+    cmp = compare_build(a_id=base.pk, b_id=nex.pk)
+    reads = {line.metric: (line.a, line.b, line.read) for line in cmp.lines}
+    assert reads["Agentic Score"] == ("98.0", "92.0", f"{BASE} wins overall")
+    assert reads["Task success"] == ("100% (15/15)", "86.7% (13/15)", f"{BASE} completes more")
+    assert reads["Tool efficiency"] == ("0.9", "0.933", f"{NEX} slightly tighter")
+    assert reads["Loop stability"] == ("100%", "100%", "tie — neither stalls")
+    assert reads["Tokens / task"] == ("264.3", "93.3", f"{NEX} −65%")
+    assert reads["Success: multistep"][2] == "tie"
+    assert reads["Success: chain"][:2] == ("100% (5/5)", "80% (4/5)")
+    assert (cmp.a_only, cmp.b_only) == (2, 0)
+    assert cmp.p_value == pytest.approx(0.5)
+    assert "could well be chance" in cmp.p_words
+    assert len(cmp.pairs) == 15 and all(p.a and p.b for p in cmp.pairs)
+
+
+def test_compare_refuses_runs_of_different_suites() -> None:
+    base, _ = reference_runs()
+    other = make_run(NEX, suite_hash="f" * 64)
+    Episode.objects.bulk_create([episode(other, "chain_vram_sq")])
+    with pytest.raises(BoardError, match="different suite versions or contents"):
+        compare_build(a_id=base.pk, b_id=other.pk)
+    with pytest.raises(BoardError, match="b: no run 999999"):
+        compare_build(a_id=base.pk, b_id=999999)
+    with pytest.raises(BoardError, match="the same run"):
+        compare_build(a_id=base.pk, b_id=base.pk)

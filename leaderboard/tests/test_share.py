@@ -1,0 +1,139 @@
+"""Share links: frozen views readable by anyone, revocable by their owner."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from leaderboard.models import ShareLink
+from leaderboard.tests.boards import BASE, NEX, SUITE, episode, make_run, reference_runs
+from traces.models import Episode
+
+pytestmark = pytest.mark.django_db
+
+SHARE = reverse("leaderboard:share_create", args=[SUITE.name])
+
+
+def share(client: Client, **fields: str) -> ShareLink:
+    data = {"view": "adjusted", "sort": "-score", "tokens": "relative", "group": "run"} | fields
+    response = client.post(SHARE, data)
+    assert response.status_code == 302, response.content
+    link = ShareLink.objects.latest("id")
+    assert response["Location"] == reverse("leaderboard:shared", args=[link.slug])
+    return link
+
+
+def test_share_freezes_the_view(reviewer: Client) -> None:
+    base, nex = reference_runs()
+    link = share(reviewer, title="Nex vs base", description="Post-training, measured.")
+    assert (link.view, link.sort, link.token_mode, link.grouping) == (
+        "adjusted",
+        "-score",
+        "relative",
+        "run",
+    )
+    assert (link.suite_name, link.suite_version, link.suite_hash) == (
+        SUITE.name,
+        SUITE.version,
+        SUITE.content_hash,
+    )
+    assert sorted(link.run_ids) == sorted([base.pk, nex.pk])
+    assert link.owner.username == "rita" and len(link.slug) >= 12
+
+    later = make_run("Later-Model")  # runs that land after sharing never join the link
+    Episode.objects.bulk_create([episode(later, t.id) for t in SUITE.tasks])
+    shown = Client().get(reverse("leaderboard:shared", args=[link.slug]))
+    assert {r.run_id for r in shown.context["board"].rows} == {base.pk, nex.pk}
+    assert shown.context["board"].query.token_mode == "relative"
+
+
+def test_default_title_and_description(reviewer: Client) -> None:
+    reference_runs()
+    link = share(reviewer)
+    assert link.title == f"{SUITE.name} {SUITE.version} leaderboard (adjusted)"
+    assert f"top: {NEX} at" in link.description or f"top: {BASE} at" in link.description
+
+
+def test_anyone_reads_a_share_link_with_previews(
+    reviewer: Client, anonymous: Client, plain: Client
+) -> None:
+    reference_runs()
+    link = share(reviewer, title="Agentic post-training, measured", description="98.0 vs 92.0")
+    url = reverse("leaderboard:shared", args=[link.slug])
+    for client in (anonymous, plain):
+        response = client.get(url)
+        assert response.status_code == 200
+        html = response.content.decode()
+        assert "<title>Agentic post-training, measured</title>" in html
+        assert '<meta property="og:title" content="Agentic post-training, measured">' in html
+        assert '<meta property="og:description" content="98.0 vs 92.0">' in html
+        assert reverse("traces:review_queue") not in html  # would bounce to login
+        assert "sign in as a reviewer" in html
+        assert "Revoke" not in html
+    as_reviewer = reviewer.get(url).content.decode()
+    assert reverse("traces:review_queue") + "?run=" in as_reviewer
+    assert "Revoke this link" in as_reviewer
+
+
+def test_hostile_titles_are_escaped(reviewer: Client, anonymous: Client) -> None:
+    reference_runs()
+    link = share(reviewer, title='"><script>alert(1)</script>', description="<img src=x onerror=1>")
+    html = anonymous.get(reverse("leaderboard:shared", args=[link.slug])).content.decode()
+    assert "<script>alert(1)" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_only_the_owner_revokes_and_then_it_is_gone(
+    reviewer: Client, operator: Client, anonymous: Client
+) -> None:
+    reference_runs()
+    link = share(reviewer)
+    revoke = reverse("leaderboard:share_revoke", args=[link.slug])
+    url = reverse("leaderboard:shared", args=[link.slug])
+    assert operator.post(revoke).status_code == 403
+    assert anonymous.post(revoke).status_code == 302  # to the login page
+    assert anonymous.get(url).status_code == 200
+    assert reviewer.post(revoke).status_code == 302
+    link.refresh_from_db()
+    assert link.revoked_at is not None
+    assert anonymous.get(url).status_code == 404
+    assert reviewer.get(url).status_code == 404
+    assert (
+        anonymous.get(reverse("leaderboard:shared_export", args=[link.slug, "csv"])).status_code
+        == 404
+    )
+    assert link.slug not in reviewer.get(reverse("leaderboard:index")).content.decode()
+
+
+def test_shared_exports_are_public(reviewer: Client, anonymous: Client) -> None:
+    reference_runs()
+    link = share(reviewer, tokens="full")
+    response = anonymous.get(reverse("leaderboard:shared_export", args=[link.slug, "csv"]))
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [(r["model"], r["agentic_score"]) for r in rows] == [(BASE, "98.0"), (NEX, "92.0")]
+    data = anonymous.get(
+        reverse("leaderboard:shared_export", args=[link.slug, "json"]) + "?view=raw"
+    ).json()
+    assert data["view"] == "raw" and len(data["rows"]) == 2
+
+
+def test_latest_per_configuration_is_frozen_as_run_ids(reviewer: Client) -> None:
+    old = make_run(BASE)
+    new = make_run(BASE)
+    Episode.objects.bulk_create([episode(r, "chain_vram_sq") for r in (old, new)])
+    link = share(reviewer, group="latest")
+    assert link.run_ids == [new.pk] and link.grouping == "latest"
+
+
+def test_bad_share_requests(reviewer: Client) -> None:
+    reference_runs()
+    response = reviewer.post(SHARE, {"title": "x" * 201})
+    assert response.status_code == 400 and b"at most 200" in response.content
+    response = reviewer.post(SHARE, {"view": "sideways"})
+    assert response.status_code == 400 and b"view must be one of" in response.content
+    assert reviewer.get(SHARE).status_code == 405
+    assert not ShareLink.objects.exists()

@@ -1,0 +1,208 @@
+"""Leaderboard pages: who sees them, what they show, drill-down links, exports, query counts."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from leaderboard.tests.boards import (
+    BASE,
+    NEX,
+    SUITE,
+    episode,
+    make_run,
+    random_board,
+    reference_runs,
+)
+from traces.models import Episode
+from traces.services import verdict_record
+
+pytestmark = pytest.mark.django_db
+
+BOARD = reverse("leaderboard:board", args=[SUITE.name])
+
+
+def test_boards_need_the_reviewer_role(anonymous: Client, plain: Client, operator: Client) -> None:
+    base, nex = reference_runs()
+    urls = [
+        reverse("leaderboard:index"),
+        BOARD,
+        reverse("leaderboard:export", args=[SUITE.name, "csv"]),
+        reverse("leaderboard:compare") + f"?a={base.pk}&b={nex.pk}",
+    ]
+    for url in urls:
+        response = anonymous.get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+        assert plain.get(url).status_code == 403
+        assert operator.get(url).status_code == 200
+    assert anonymous.post(reverse("leaderboard:share_create", args=[SUITE.name])).status_code == 302
+    assert plain.post(reverse("leaderboard:share_create", args=[SUITE.name])).status_code == 403
+
+
+def test_index_lists_suites_with_runs(reviewer: Client) -> None:
+    reference_runs()
+    page = reviewer.get(reverse("leaderboard:index")).content.decode()
+    assert f'href="{BOARD}"' in page and SUITE.version in page and "(2 runs" in page
+    assert "Leaderboards</a>" in page  # the nav link, for reviewers
+
+
+def test_board_shows_the_reference_table(reviewer: Client) -> None:
+    base, nex = reference_runs()
+    response = reviewer.get(BOARD)
+    assert response.status_code == 200
+    board = response.context["board"]
+    assert [r.run_id for r in board.rows] == [base.pk, nex.pk]
+    html = response.content.decode()
+    for text in ("98.0", "92.0", "100%", "86.7%", "0.900", "0.933", "264.3", "93.3", "13/15"):
+        assert text in html, text
+    assert html.index(BASE) < html.index(NEX)
+    assert "plotly-4.1.2.min.js" in html and 'id="fig-score-by-axis"' in html
+
+
+def queue_links(html: str) -> list[dict[str, list[str]]]:
+    prefix = reverse("traces:review_queue") + "?"
+    out = []
+    for chunk in html.split('href="')[1:]:
+        url = chunk.split('"', 1)[0].replace("&amp;", "&")
+        if url.startswith(prefix):
+            out.append(parse_qs(urlsplit(url).query))
+    return out
+
+
+def test_cells_link_to_the_review_queue_filtered(reviewer: Client) -> None:
+    _, nex = reference_runs()
+    links = queue_links(reviewer.get(BOARD).content.decode())
+    run = str(nex.pk)
+    assert {"run": [run], "outcome": ["failed"]} in links  # the success cell
+    assert {"run": [run], "outcome": ["passed", "failed"]} in links  # score, efficiency, tokens
+    assert {"run": [run], "axis": ["chain"], "outcome": ["failed"]} in links  # an axis cell
+    adjusted = queue_links(reviewer.get(BOARD + "?view=adjusted").content.decode())
+    counted = ["untagged", "model_error", "unclear"]
+    assert {"run": [run], "outcome": ["failed"], "verdict": counted} in adjusted
+
+
+def test_adjusted_toggle_swaps_the_fragment_and_changes_only_that_view(reviewer: Client) -> None:
+    _, nex = reference_runs()
+    rita = User.objects.get(username="rita")
+    xor = Episode.objects.get(run=nex, task_id="chain_vram_sq")
+    verdict_record(episode=xor, label="harness_artifact", reviewer=rita)
+
+    raw = reviewer.get(BOARD)
+    fragment = reviewer.get(BOARD + "?view=adjusted", headers={"HX-Request": "true"})
+    assert fragment.status_code == 200
+    body = fragment.content.decode()
+    assert body.lstrip().startswith('<div id="board"') and "<html" not in body
+    raw_row = {r.run_id: r for r in raw.context["board"].rows}[nex.pk]
+    adj_row = {r.run_id: r for r in fragment.context["board"].rows}[nex.pk]
+    assert (raw_row.sums.passed, raw_row.episodes) == (13, 15)
+    assert (adj_row.sums.passed, adj_row.episodes) == (13, 14)
+    assert "13/14" in body and "1 by verdict" in body
+    assert "1 tagged" in raw.content.decode()
+    marker = 'id="fig-score-by-axis" type="application/json">'
+    figure = json.loads(body.split(marker)[1].split("<")[0])
+    nex_bar = next(t for t in figure["data"] if t["name"] == NEX)
+    assert nex_bar["y"][0] == pytest.approx(adj_row.score, abs=0.01) and nex_bar["y"][0] > 92.0
+
+
+def test_bad_parameters_are_named(reviewer: Client) -> None:
+    reference_runs()
+    response = reviewer.get(BOARD + "?view=cooked")
+    assert response.status_code == 400 and b"view must be one of raw, adjusted" in response.content
+    response = reviewer.get(BOARD + "?version=9.9")
+    assert response.status_code == 400 and b"no finished runs at version 9.9" in response.content
+    assert reviewer.get(BOARD + "?sort=vibes").status_code == 400
+    assert reviewer.get(reverse("leaderboard:board", args=["nope"])).status_code == 404
+    response = reviewer.get(reverse("leaderboard:compare") + "?a=1")
+    assert response.status_code == 400 and b"two run ids" in response.content
+
+
+def test_versions_are_never_mixed(reviewer: Client) -> None:
+    base, nex = reference_runs()
+    other = make_run("Other-Model", suite_hash="e" * 64)
+    Episode.objects.bulk_create([episode(other, "chain_vram_sq")])
+    default = reviewer.get(BOARD)  # the most recently run version/hash: the other one
+    assert [r.run_id for r in default.context["board"].rows] == [other.pk]
+    pinned = reviewer.get(BOARD + f"?version={SUITE.version}&hash={SUITE.content_hash}")
+    assert {r.run_id for r in pinned.context["board"].rows} == {base.pk, nex.pk}
+    assert "never ranked together" in pinned.content.decode()
+
+
+def test_zero_tool_call_rows_are_flagged(reviewer: Client) -> None:
+    lazy = make_run("SmolLM2-135M")
+    Episode.objects.bulk_create(
+        [episode(lazy, t.id, passed=False, calls=0, tokens=4) for t in SUITE.tasks]
+    )
+    html = reviewer.get(BOARD).content.decode()
+    assert "zero tool calls" in html and "50.0" in html
+
+
+def test_hostile_model_names_are_escaped(reviewer: Client) -> None:
+    evil = make_run('<script>alert("x")</script>')
+    Episode.objects.bulk_create([episode(evil, "chain_vram_sq")])
+    html = reviewer.get(BOARD).content.decode()
+    assert '<script>alert("x")' not in html
+    assert "&lt;script&gt;alert" in html and "\\u003Cscript\\u003E" in html
+
+
+def test_exports(reviewer: Client) -> None:
+    base, nex = reference_runs()
+    response = reviewer.get(reverse("leaderboard:export", args=[SUITE.name, "csv"]))
+    assert response["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [(r["model"], r["agentic_score"], r["task_success"]) for r in rows] == [
+        (BASE, "98.0", "1.0"),
+        (NEX, "92.0", "0.8667"),
+    ]
+    assert rows[1]["success_chain"] == "0.8" and rows[1]["tokens_per_task"] == "93.3333"
+    data = reviewer.get(reverse("leaderboard:export", args=[SUITE.name, "json"])).json()
+    assert data["suite"] == SUITE.name and data["view"] == "raw"
+    assert [r["run_id"] for r in data["rows"]] == [base.pk, nex.pk]
+    assert data["rows"][1]["tool_efficiency"] == pytest.approx(0.9333, abs=1e-4)
+    assert reviewer.get(reverse("leaderboard:export", args=[SUITE.name, "xml"])).status_code == 404
+
+
+def test_board_query_count_is_constant(reviewer: Client) -> None:
+    random_board(3, seed=1)
+    reviewer.get(BOARD)  # warm the session and role caches of this client
+    with CaptureQueriesContext(connection) as small:
+        assert reviewer.get(BOARD + "?view=adjusted&group=latest").status_code == 200
+    random_board(80, seed=2, trials=2)
+    with CaptureQueriesContext(connection) as large:
+        response = reviewer.get(BOARD + "?view=adjusted&group=latest")
+    assert len(response.context["board"].rows) == 5
+    with CaptureQueriesContext(connection) as per_run:
+        response = reviewer.get(BOARD + "?view=adjusted")
+    assert len(response.context["board"].rows) == 83
+    assert len(small) == len(large) == len(per_run) <= 10
+
+
+def test_compare_page(reviewer: Client) -> None:
+    base, nex = reference_runs()
+    response = reviewer.get(reverse("leaderboard:compare") + f"?a={base.pk}&b={nex.pk}")
+    html = response.content.decode()
+    for text in (
+        f"{BASE} wins overall",
+        f"{BASE} completes more",
+        f"{NEX} slightly tighter",
+        "tie — neither stalls",
+        f"{NEX} −65%",
+        "could well be chance",
+        "p = 0.500",
+    ):
+        assert text in html, text
+    xa = Episode.objects.get(run=base, task_id="chain_vram_sq")
+    xb = Episode.objects.get(run=nex, task_id="chain_vram_sq")
+    assert reverse("traces:episode_detail", args=[xb.pk]) in html
+    assert f"{reverse('traces:compare')}?a={xa.pk}&amp;b={xb.pk}" in html
+    other = make_run(NEX, suite_hash="f" * 64)
+    response = reviewer.get(reverse("leaderboard:compare") + f"?a={base.pk}&b={other.pk}")
+    assert response.status_code == 400 and b"different suite versions" in response.content

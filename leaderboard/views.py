@@ -1,0 +1,224 @@
+"""Leaderboard pages: thin views over selectors (reads), services (writes) and charts."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from django.core.paginator import Paginator
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    JsonResponse,
+)
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.roles import REVIEWER, has_role, reviewer_required
+from leaderboard import charts
+from leaderboard.models import ShareLink
+from leaderboard.selectors import (
+    DEFAULT_SORT,
+    PER_RUN,
+    RAW,
+    TOKENS_FULL,
+    Board,
+    BoardError,
+    BoardQuery,
+    board_build,
+    board_table,
+    compare_build,
+    share_get,
+    share_links_of,
+    share_query,
+    suite_versions,
+    suites_with_runs,
+)
+from leaderboard.services import share_create, share_revoke
+
+ROWS_PER_PAGE = 50
+EXPORT_FORMATS = ("csv", "json")
+
+
+def _bad(message: str) -> HttpResponse:
+    return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+
+
+def _board_query(params: Any, *, suite: str) -> BoardQuery:
+    """The board a request asks for; the most recently run version and hash by default."""
+    versions = suite_versions(suite=suite)
+    if not versions:
+        raise Http404(f"no finished runs of suite {suite!r}")
+    version, suite_hash = params.get("version"), params.get("hash")
+    matches = [
+        v
+        for v in versions
+        if (not version or v["suite_version"] == version)
+        and (not suite_hash or v["suite_hash"] == suite_hash)
+    ]
+    if not matches:
+        raise BoardError(
+            f"suite {suite} has no finished runs at version {version or 'any'} "
+            f"and hash {suite_hash or 'any'}"
+        )
+    return BoardQuery(
+        suite=suite,
+        version=matches[0]["suite_version"],
+        suite_hash=matches[0]["suite_hash"],
+        view=params.get("view") or RAW,
+        token_mode=params.get("tokens") or TOKENS_FULL,
+        grouping=params.get("group") or PER_RUN,
+        sort=params.get("sort") or DEFAULT_SORT,
+    )
+
+
+def _board_context(request: HttpRequest, board: Board, *, link: ShareLink | None) -> dict:
+    page = Paginator(board.rows, ROWS_PER_PAGE).get_page(request.GET.get("page"))
+    rows = list(page.object_list)
+    return {
+        "board": board,
+        "page": page,
+        "rows": rows,
+        "figures": charts.board_figures(board, rows),
+        "can_review": has_role(request.user, REVIEWER),
+        "link": link,
+    }
+
+
+@require_GET
+@reviewer_required
+def index(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "leaderboard/index.html",
+        {"suites": suites_with_runs(), "links": share_links_of(user=request.user)},
+    )
+
+
+@require_GET
+@reviewer_required
+def board(request: HttpRequest, suite: str) -> HttpResponse:
+    try:
+        query = _board_query(request.GET, suite=suite)
+    except BoardError as exc:
+        return _bad(str(exc))
+    built = board_build(query)
+    context = _board_context(request, built, link=None)
+    if request.htmx:
+        return render(request, "leaderboard/partials/board_body.html", context)
+    context["versions"] = suite_versions(suite=suite)
+    return render(request, "leaderboard/board.html", context)
+
+
+def _export(board: Board, fmt: str, filename: str) -> HttpResponse:
+    records = board_table(board)
+    q = board.query
+    if fmt == "json":
+        meta = {
+            "suite": q.suite,
+            "version": q.version,
+            "hash": q.suite_hash,
+            "view": q.view,
+            "token_mode": q.token_mode,
+            "sort": q.sort,
+            "pass_k": board.pass_k,
+        }
+        response: HttpResponse = JsonResponse({**meta, "rows": records})
+    else:
+        out = io.StringIO()
+        fields = list(records[0]) if records else ["rank"]
+        writer = csv.DictWriter(out, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(records)
+        response = HttpResponse(out.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}.{fmt}"'
+    return response
+
+
+@require_GET
+@reviewer_required
+def board_export(request: HttpRequest, suite: str, fmt: str) -> HttpResponse:
+    if fmt not in EXPORT_FORMATS:
+        raise Http404(f"export format must be csv or json, not {fmt!r}")
+    try:
+        query = _board_query(request.GET, suite=suite)
+    except BoardError as exc:
+        return _bad(str(exc))
+    name = f"{query.suite}-{query.version}-{query.view}"
+    return _export(board_build(query), fmt, name)
+
+
+@require_POST
+@reviewer_required
+def share_new(request: HttpRequest, suite: str) -> HttpResponse:
+    try:
+        query = _board_query(request.POST, suite=suite)
+        link = share_create(
+            owner=request.user,
+            query=query,
+            title=request.POST.get("title", ""),
+            description=request.POST.get("description", ""),
+        )
+    except BoardError as exc:
+        return _bad(str(exc))
+    return redirect("leaderboard:shared", slug=link.slug)
+
+
+def _shared_link(slug: str) -> ShareLink:
+    link = share_get(slug=slug)
+    if link is None:
+        raise Http404("no such share link, or it was revoked")
+    return link
+
+
+@require_GET
+def shared(request: HttpRequest, slug: str) -> HttpResponse:
+    """Public: anyone with the link reads it, signed in or not."""
+    link = _shared_link(slug)
+    try:
+        query = share_query(link=link, view=request.GET.get("view"), sort=request.GET.get("sort"))
+    except BoardError as exc:
+        return _bad(str(exc))
+    context = _board_context(request, board_build(query), link=link)
+    if request.htmx:
+        return render(request, "leaderboard/partials/board_body.html", context)
+    context["is_owner"] = request.user.is_authenticated and request.user.pk == link.owner_id
+    return render(request, "leaderboard/shared.html", context)
+
+
+@require_GET
+def shared_export(request: HttpRequest, slug: str, fmt: str) -> HttpResponse:
+    if fmt not in EXPORT_FORMATS:
+        raise Http404(f"export format must be csv or json, not {fmt!r}")
+    link = _shared_link(slug)
+    try:
+        query = share_query(link=link, view=request.GET.get("view"))
+    except BoardError as exc:
+        return _bad(str(exc))
+    return _export(board_build(query), fmt, f"{link.suite_name}-{link.slug}-{query.view}")
+
+
+@require_POST
+@reviewer_required
+def shared_revoke(request: HttpRequest, slug: str) -> HttpResponse:
+    share_revoke(link=_shared_link(slug), user=request.user)
+    return redirect("leaderboard:index")
+
+
+@require_GET
+@reviewer_required
+def compare(request: HttpRequest) -> HttpResponse:
+    a, b = request.GET.get("a", ""), request.GET.get("b", "")
+    if not (a.isdigit() and b.isdigit()):
+        return _bad("compare needs two run ids: /leaderboard/compare/?a=<run id>&b=<run id>")
+    view = request.GET.get("view") or RAW
+    if view not in ("raw", "adjusted"):
+        return _bad(f"view must be raw or adjusted, got {view!r}")
+    try:
+        comparison = compare_build(a_id=int(a), b_id=int(b), view=view)
+    except BoardError as exc:
+        return _bad(str(exc))
+    return render(request, "leaderboard/compare.html", {"cmp": comparison})

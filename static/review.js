@@ -1,0 +1,142 @@
+// Keyboard review for the failure queue and the trace viewer. No build step, no inline handlers:
+// everything hangs off data-* attributes the templates render.
+(() => {
+  "use strict";
+
+  const VERDICT_KEYS = { h: "harness_artifact", m: "model_error", i: "infra_error", u: "unclear" };
+  const MOVE_ON_DELAY_MS = 450; // long enough to see "Saved", short enough not to wait for it
+
+  const typing = (el) =>
+    el && (el.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(el.tagName));
+
+  // htmx leaves 4xx responses unswapped by default; a 422 carries the form with its errors.
+  document.addEventListener("htmx:beforeSwap", (event) => {
+    if (event.detail.xhr.status === 422) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
+
+  // --- trace viewer ----------------------------------------------------------------------------
+  const viewer = document.querySelector("[data-viewer]");
+  let current = null;
+
+  const steps = () => Array.from(document.querySelectorAll("[data-step]"));
+
+  function selectStep(el, { scroll = true } = {}) {
+    if (!el) return;
+    if (current) current.classList.remove("selected");
+    current = el;
+    el.classList.add("selected");
+    const input = document.getElementById("verdict-step");
+    if (input) input.value = el.dataset.step;
+    if (scroll) el.scrollIntoView({ block: "nearest", behavior: "instant" });
+    history.replaceState(history.state, "", `#step-${el.dataset.step}`);
+  }
+
+  function moveStep(delta) {
+    const all = steps();
+    if (!all.length) return;
+    const at = current ? all.indexOf(current) : -1;
+    const next = at === -1 ? (delta > 0 ? 0 : all.length - 1) : at + delta;
+    selectStep(all[Math.max(0, Math.min(all.length - 1, next))]);
+  }
+
+  function submitVerdict(label) {
+    const form = document.getElementById("verdict-form");
+    if (!form || form.classList.contains("htmx-request")) return; // one save at a time
+    const button = form.querySelector(`button[name="label"][value="${label}"]`);
+    // A click (not requestSubmit) so htmx sees which button submitted, as with the mouse.
+    if (button) button.click();
+  }
+
+  if (viewer) {
+    const fromHash = /^#step-(\d+)$/.exec(location.hash);
+    const initial = document.getElementById("verdict-step");
+    if (fromHash) {
+      selectStep(document.querySelector(`[data-step="${fromHash[1]}"]`));
+    } else if (initial && initial.value !== "") {
+      // The server pre-selects the first hazard's step; mark it without jumping there.
+      const el = document.querySelector(`[data-step="${initial.value}"]`);
+      if (el) {
+        current = el;
+        el.classList.add("selected");
+      }
+    }
+
+    document.addEventListener("click", (event) => {
+      const goto = event.target.closest("[data-goto-step]");
+      if (goto) {
+        event.preventDefault();
+        selectStep(document.querySelector(`[data-step="${goto.dataset.gotoStep}"]`));
+        return;
+      }
+      if (event.target.closest("a, button, summary, input, select, textarea, label")) return;
+      const step = event.target.closest("[data-step]");
+      // Selecting text inside a step should not count as picking it.
+      if (step && !String(window.getSelection() || "")) selectStep(step, { scroll: false });
+    });
+
+    // The panel is swapped after a save: keep pointing at the selected step.
+    document.body.addEventListener("htmx:afterSwap", () => {
+      const input = document.getElementById("verdict-step");
+      if (input && current) input.value = current.dataset.step;
+    });
+
+    document.body.addEventListener("verdict-saved", (event) => {
+      const next = event.detail && event.detail.next;
+      if (next) setTimeout(() => location.assign(next), MOVE_ON_DELAY_MS);
+    });
+
+    const sheet = document.getElementById("shortcut-sheet");
+    document.querySelectorAll("[data-shortcuts]").forEach((b) =>
+      b.addEventListener("click", () => sheet && sheet.showModal()),
+    );
+  }
+
+  // --- failure queue ---------------------------------------------------------------------------
+  let row = null;
+
+  function moveRow(delta) {
+    const rows = Array.from(document.querySelectorAll("[data-row]"));
+    if (!rows.length) return;
+    const at = row && rows.includes(row) ? rows.indexOf(row) : -1;
+    const next = rows[Math.max(0, Math.min(rows.length - 1, at === -1 ? 0 : at + delta))];
+    if (row) row.classList.remove("selected");
+    row = next;
+    row.classList.add("selected");
+    row.scrollIntoView({ block: "nearest" });
+  }
+
+  // --- keys ------------------------------------------------------------------------------------
+  document.addEventListener("keydown", (event) => {
+    if (event.ctrlKey || event.metaKey || event.altKey || event.isComposing) return;
+    if (typing(document.activeElement)) {
+      if (event.key === "Escape") document.activeElement.blur();
+      return;
+    }
+    const sheet = document.getElementById("shortcut-sheet");
+    if (sheet && sheet.open) return; // the dialog handles its own keys (Esc closes it)
+
+    if (!viewer) {
+      if (!document.querySelector("[data-queue]")) return;
+      if (event.key === "j") moveRow(1);
+      else if (event.key === "k") moveRow(-1);
+      else if (event.key === "Enter" && row) row.querySelector("a.open").click();
+      else return;
+      event.preventDefault();
+      return;
+    }
+
+    const key = event.key;
+    if (key === "j") moveStep(1);
+    else if (key === "k") moveStep(-1);
+    else if (key === "n" && viewer.dataset.next) location.assign(viewer.dataset.next);
+    else if (key === "p" && viewer.dataset.prev) location.assign(viewer.dataset.prev);
+    else if (key in VERDICT_KEYS) submitVerdict(VERDICT_KEYS[key]);
+    else if (key === "/") document.getElementById("verdict-note")?.focus();
+    else if (key === "?" && sheet) sheet.showModal();
+    else return;
+    event.preventDefault();
+  });
+})();
