@@ -69,12 +69,16 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 
 def _run_live_context(request: HttpRequest, run: Run) -> dict[str, object]:
+    episodes = list(run_episodes(run=run))
+    scored = [e for e in episodes if e.outcome in (Episode.Outcome.PASSED, Episode.Outcome.FAILED)]
     return {
         "run": run,
         "live": run.status in LIVE_STATUSES,
         "progress": run_progress(run=run),
         "summary": run_summary(run=run),
-        "episodes": run_episodes(run=run),
+        "episodes": episodes,
+        # The formula gives a run without tool calls full tool efficiency and stability; say so.
+        "no_tool_calls": bool(scored) and not any(e.n_tool_calls for e in scored),
         "status_words": run_status_words(run=run),
         "queue_url": reverse("traces:review_queue"),
         "is_operator": has_role(request.user, OPERATOR),

@@ -118,6 +118,10 @@ def test_live_run_polls_and_shows_progress_and_eta(reviewer: Client, backend: Ba
     assert 'style="width: 20.00%"' in page  # 3 of 15 passed
     assert page.count('class="episode ') == 7
     assert "&lt;b&gt;34&lt;/b&gt;" in page and "<b>34</b>" not in page  # model output escaped
+    assert 'id="no-tool-calls"' in page  # none of these episodes called a tool
+    Episode.objects.filter(run=run, outcome="failed").update(n_tool_calls=2)
+    page = reviewer.get(reverse("traces:run_detail", args=[run.pk])).content.decode()
+    assert 'id="no-tool-calls"' not in page
     assert KEY not in page
     # The polled fragment keeps polling while the run is live.
     fragment = reviewer.get(live, headers={"HX-Request": "true"})
