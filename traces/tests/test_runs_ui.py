@@ -387,16 +387,19 @@ def test_cancel_stops_promptly_and_retry_completes_errored(
     def script(body: dict[str, Any]) -> Reply:
         goal = next(m["content"] for m in body["messages"] if m["role"] == "user")
         if broken["on"] and "coding" in [t.axis for t in SUITE.tasks if t.goal == goal]:
-            return Reply({"error": {"message": "model crashed"}}, status=400)
+            # A server that echoes the key it was sent: it must not reach any page or log.
+            return Reply({"error": {"message": f"model crashed (key {KEY})"}}, status=400)
         return Reply(answer("no idea").body, delay_s=0.3)
 
     with (
         scripted_server(script) as server,
         celery_worker(
             database_url=live_database_url, broker_url=broker_url_for_tests(), queues=worker_queue
-        ),
+        ) as worker,
     ):
-        backend_create(name="scripted", base_url=server.base_url, model="m", max_concurrency=2)
+        backend_create(
+            name="scripted", base_url=server.base_url, model="m", api_key=KEY, max_concurrency=2
+        )
         # 1. Cancel a long run once a few episodes have finished.
         operator.post(
             reverse("traces:run_new"),
@@ -425,9 +428,17 @@ def test_cancel_stops_promptly_and_retry_completes_errored(
         page = operator.get(reverse("traces:run_detail", args=[partial.pk])).content.decode()
         assert "5 errored" in page and "Retry 5 errored episodes" in page
         assert "some errored (the backend or the harness broke)" in page
+        errored = Episode.objects.filter(run=partial, outcome="errored").first()
+        assert errored is not None and "model crashed (key [API key])" in errored.error
+        viewer = operator.get(reverse("traces:episode_detail", args=[errored.pk]))
+        assert "model crashed" in viewer.content.decode()
+        assert KEY not in page and KEY not in viewer.content.decode()
         broken["on"] = False
         operator.post(reverse("traces:run_retry", args=[partial.pk]))
         assert wait_until(lambda: run_status(partial.pk), 60, "the retry") == "succeeded"
+        worker_log = worker.log()
+    assert "run_shard_task" in worker_log  # the real worker output, checked below
+    assert KEY not in worker_log
 
     long_run.refresh_from_db()
     assert long_run.status == "cancelled" and stopped_s < 5
