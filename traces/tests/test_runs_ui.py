@@ -182,6 +182,12 @@ def test_operator_buttons_only_for_operators(
     url = reverse("traces:run_detail", args=[done.pk])
     assert "Retry 2 errored episodes" in operator.get(url).content.decode()
     assert "Retry" not in reviewer.get(url).content.decode()
+    stale = make_run(backend, status="stale", n_done=4, error="no worker heartbeat for 120s")
+    url = reverse("traces:run_detail", args=[stale.pk])
+    page = operator.get(url).content.decode()
+    assert "Resume (11 left)" in page and "its worker probably vanished" in page
+    assert 'hx-trigger="every 1s"' in page  # a stale run may come back: keep watching
+    assert 'id="resume-run"' not in reviewer.get(url).content.decode()
     runs = reverse("traces:run_list")
     assert reverse("traces:run_new") in operator.get(runs).content.decode().split("</h1>")[0]
     assert reverse("traces:run_new") not in reviewer.get(runs).content.decode()
@@ -240,6 +246,7 @@ def test_only_operators_trigger_cancel_retry_or_rerun(
         (reverse("traces:run_new"), {"backend": "gpu", "suite": "agentic-v1", "trials": "1"}),
         (reverse("traces:run_cancel", args=[run.pk]), {}),
         (reverse("traces:run_retry", args=[run.pk]), {}),
+        (reverse("traces:run_resume", args=[run.pk]), {}),
         (reverse("traces:episode_rerun", args=[episode.pk]), {}),
     ]
     for url, data in posts:
