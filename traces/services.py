@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -157,7 +157,7 @@ def episode_start(*, run: Run, key: EpisodeKey, goal: str, worker: str = "") -> 
             run=run,
             task_id=key.task_id,
             trial=key.trial,
-            defaults={"axis": key.axis, "goal": goal, "worker": worker},
+            defaults={"axis": key.axis, "goal": goal, "worker": worker, "attempt": 1},
         )
         if not created:
             episode = Episode.objects.select_for_update().get(pk=episode.pk)
@@ -170,6 +170,7 @@ def episode_start(*, run: Run, key: EpisodeKey, goal: str, worker: str = "") -> 
                     _attempt_archive(episode=episode, steps=steps, outcome="interrupted")
                 )
                 Step.objects.filter(episode=episode).delete()
+            episode.attempt += 1
             Episode.objects.filter(pk=episode.pk).update(
                 outcome=Episode.Outcome.RUNNING,
                 error="",
@@ -177,6 +178,7 @@ def episode_start(*, run: Run, key: EpisodeKey, goal: str, worker: str = "") -> 
                 finished_at=None,
                 started_at=timezone.now(),
                 worker=worker,
+                attempt=episode.attempt,
                 previous_attempts=history,
             )
     Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
@@ -224,14 +226,16 @@ RECORD_FIELDS = (
 )
 
 
-def episode_finish(*, episode: Episode, record: EpisodeRecord) -> bool:
+def episode_finish(*, episode: Episode, record: EpisodeRecord, attempt: int | None = None) -> bool:
     """Store the outcome; bump the run's counters only on the running → final transition, so a
-    redelivered finish is a no-op. Returns whether this call made the transition."""
+    redelivered finish is a no-op. With ``attempt``, only if that attempt is still the latest
+    (a superseded duplicate never overwrites). Returns whether this call made the transition."""
     values = {f: getattr(record, f) for f in RECORD_FIELDS}
+    current = Episode.objects.filter(pk=episode.pk, outcome=Episode.Outcome.RUNNING)
+    if attempt is not None:
+        current = current.filter(attempt=attempt)
     with transaction.atomic():
-        moved = Episode.objects.filter(pk=episode.pk, outcome=Episode.Outcome.RUNNING).update(
-            finished_at=timezone.now(), **values
-        )
+        moved = current.update(finished_at=timezone.now(), **values)
         if moved:
             bump = {"n_done": F("n_done") + 1, f"n_{record.outcome}": F(f"n_{record.outcome}") + 1}
             Run.objects.filter(pk=episode.run_id).update(heartbeat_at=timezone.now(), **bump)
@@ -328,18 +332,28 @@ class DjangoSink:
     def step(self, key: EpisodeKey, step: StepRecord) -> None:
         episode = self.episodes[key]
 
-        def write(attempt: int) -> None:
+        def write(retry: int) -> None:
             # A retried insert may have committed before the connection dropped.
-            if attempt and Step.objects.filter(episode=episode, index=step.index).exists():
+            if retry and Step.objects.filter(episode=episode, index=step.index).exists():
                 return
-            step_record(episode=episode, step=step)
+            # Superseded by a newer attempt (a duplicate delivery restarted this pair): that
+            # attempt owns the episode now; this one's steps are dropped, never mixed in.
+            if not Episode.objects.filter(
+                pk=episode.pk, attempt=episode.attempt, outcome=Episode.Outcome.RUNNING
+            ).exists():
+                return
+            try:
+                with transaction.atomic():
+                    step_record(episode=episode, step=step)
+            except IntegrityError:
+                pass  # the newer attempt wrote this index between the check and the insert
 
         _retry_db(write, what=f"writing step {step.index} of {key.task_id}#{key.trial}")
 
     def episode_finished(self, record: EpisodeRecord) -> None:
         episode = self.episodes[record.key]
         _retry_db(
-            lambda _: episode_finish(episode=episode, record=record),
+            lambda _: episode_finish(episode=episode, record=record, attempt=episode.attempt),
             what=f"finishing {record.key.task_id}#{record.key.trial}",
         )
         del self.episodes[record.key]
