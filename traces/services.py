@@ -399,7 +399,8 @@ class _Control:
                     pk=self.run_id, status__in=(Run.Status.RUNNING, Run.Status.STALE)
                 ).update(status=Run.Status.RUNNING, heartbeat_at=timezone.now())
             return Run.objects.filter(pk=self.run_id).values_list("status", flat=True).first()
-        except DB_DOWN:
+        except DB_DOWN as exc:
+            log.warning("database unavailable for run %s's heartbeat (%s)", self.run_id, exc)
             with contextlib.suppress(DB_DOWN):
                 connection.close()
             return None
@@ -575,27 +576,36 @@ def run_execute_shard(*, run_id: int, pairs: list[tuple[str, int]], worker: str 
     """Execute one shard of a run (a Celery task's body); True when it finished the run.
 
     Safe to call again with the same pairs (redelivery): finished pairs are skipped, a pair a
-    dead worker left running restarts (its partial attempt archived). Database errors propagate
-    (Celery retries the shard); any other failure errors this shard's open episodes, with the
-    reason, so the run still finishes."""
-    run = Run.objects.select_related("backend").filter(pk=run_id).first()
+    dead worker left running restarts (its partial attempt archived). Every database step rides
+    out a blip (DB_RETRY_S); a longer outage propagates and Celery retries the whole shard. Any
+    other failure errors this shard's open episodes, with the reason, so the run still finishes.
+    """
+    run = _retry_db(
+        lambda _: Run.objects.select_related("backend").filter(pk=run_id).first(),
+        what=f"loading run {run_id}",
+    )
     if run is None or run.status not in Run.Status.active():
         return False  # deleted, cancelled or already finished: nothing to do
     try:
         suite = _suite_for(run=run)
     except SuiteError as exc:
-        _run_fail(run=run, error=str(exc))
+        error = str(exc)
+        _retry_db(lambda _: _run_fail(run=run, error=error), what=f"failing run {run_id}")
         return True
-    now = timezone.now()
-    claimed = Run.objects.filter(pk=run.pk, status__in=Run.Status.active()).update(
-        status=Run.Status.RUNNING,
-        started_at=Coalesce(F("started_at"), now),
-        finished_at=None,
-        heartbeat_at=now,
-    )
-    if not claimed:
+
+    def claim(_: int) -> set[tuple[str, int]] | None:
+        now = timezone.now()
+        claimed = Run.objects.filter(pk=run.pk, status__in=Run.Status.active()).update(
+            status=Run.Status.RUNNING,
+            started_at=Coalesce(F("started_at"), now),
+            finished_at=None,
+            heartbeat_at=now,
+        )
+        return run_finished_keys(run=run) if claimed else None
+
+    done = _retry_db(claim, what=f"claiming run {run_id}")
+    if done is None:
         return False
-    done = run_finished_keys(run=run)
     todo = [(str(t), int(i)) for t, i in pairs if (t, i) not in done]
     execution = _Execution(run=run, suite=suite, worker=worker)
     try:
@@ -604,20 +614,17 @@ def run_execute_shard(*, run_id: int, pairs: list[tuple[str, int]], worker: str 
         raise  # the shard is retried; open episodes restart then
     except Exception as exc:
         log.exception("shard of run %s failed", run.pk)
-        episodes_abandon(
-            run=run, reason=f"harness: {exc!r}", episode_ids=execution.open_episode_ids
-        )
-        run_counts_refresh(run=run)
-        return run_finalize(run=run)
-    if stopped_by:
-        episodes_abandon(
-            run=run,
-            reason=f"{stopped_by} while running; steps so far kept",
-            episode_ids=execution.open_episode_ids,
-        )
-        run_counts_refresh(run=run)
-        return False
-    return run_finalize(run=run)
+        stopped_by, reason = None, f"harness: {exc!r}"
+    else:
+        reason = f"{stopped_by} while running; steps so far kept" if stopped_by else ""
+
+    def close(_: int) -> bool:
+        if reason:
+            episodes_abandon(run=run, reason=reason, episode_ids=execution.open_episode_ids)
+            run_counts_refresh(run=run)
+        return False if stopped_by else run_finalize(run=run)
+
+    return _retry_db(close, what=f"closing a shard of run {run_id}")
 
 
 def _chunks[T](items: list[T], size: int) -> Iterator[list[T]]:

@@ -4,85 +4,36 @@ filesystem transport). The model is a scripted OpenAI-wire-format server on loop
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from benchrig.celery import app as celery_app
-from benchrig.harness.suites import load_suite
-from benchrig.harness.testing import Reply, ScriptedServer, answer, scripted_server, tool_call
+from benchrig.harness.testing import scripted_server
 from traces.models import Episode, Run, Step
-from traces.services import (
-    backend_upsert,
-    run_cancel,
-    run_create,
-    run_enqueue,
-    run_resume,
-    runs_reap,
+from traces.services import run_cancel, run_resume, runs_reap
+from traces.tests.workers import (
+    WORKER_ENV,
+    assert_exactly_once,
+    broker_url_for_tests,
+    celery_worker,
+    finished,
+    make_run,
+    routed_queue,
+    snapshot,
+    two_calls,
+    wait_until,
 )
-from traces.tests.workers import broker_url_for_tests, celery_worker, unique_queue, wait_until
 
-SUITE = load_suite("agentic-v1")
 BROKER = broker_url_for_tests()
-# Fast heartbeats and cancel checks, so stale detection and cancels are quick to observe.
-WORKER_ENV = {"BENCHRIG_RUN_HEARTBEAT_S": "0.5", "BENCHRIG_RUN_POLL_S": "0.2"}
-FINAL = (Run.Status.SUCCEEDED, Run.Status.PARTIAL, Run.Status.FAILED, Run.Status.CANCELLED)
-
-
-def two_calls(delay_s: float) -> Any:
-    """Every episode is exactly two model calls: one tool call, then the answer "42"."""
-
-    def script(body: dict[str, Any]) -> Reply:
-        turn = sum(m.get("role") == "assistant" for m in body["messages"])
-        reply = tool_call("calc", {"expression": "6*7"}) if turn == 0 else answer("42")
-        return dataclasses.replace(reply, delay_s=delay_s)
-
-    return script
 
 
 @pytest.fixture
 def queue() -> Iterator[str]:
-    """A queue of this test's own: what it enqueues only its workers consume. Whatever is left
-    in it (a cancelled run's shards) is purged afterwards, so nothing lingers in the broker."""
-    name, default = unique_queue(), celery_app.conf.task_default_queue
-    celery_app.conf.task_default_queue = name
-    yield name
-    celery_app.conf.task_default_queue = default
-    with celery_app.connection_for_write() as conn:
-        conn.default_channel.queue_declare(queue=name, durable=True, auto_delete=False)
-        conn.default_channel.queue_purge(name)
-
-
-def make_run(server: ScriptedServer, *, trials: int, concurrency: int) -> Run:
-    backend = backend_upsert(
-        name="scripted", base_url=server.base_url, model="m", max_concurrency=concurrency
-    )
-    run = run_create(backend=backend, suite=SUITE, trials=trials, concurrency=concurrency)
-    run_enqueue(run=run)
-    return run
-
-
-def finished(run: Run, timeout_s: float) -> Run:
-    def check() -> Run | None:
-        run.refresh_from_db()
-        return run if run.status in FINAL else None
-
-    wait_until(check, timeout_s, f"run {run.pk} to finish")
-    return run
-
-
-def assert_exactly_once(run: Run) -> None:
-    rows = list(Episode.objects.filter(run=run).values_list("task_id", "trial", "outcome"))
-    keys = [(t, i) for t, i, _ in rows]
-    assert len(keys) == len(set(keys)) == run.n_total
-    assert set(keys) == {(t.id, i) for i in range(run.trials) for t in SUITE.tasks}
-    assert all(outcome != Episode.Outcome.RUNNING for _, _, outcome in rows)
-    assert run.n_done == run.n_total
+    with routed_queue() as name:
+        yield name
 
 
 @pytest.mark.django_db(transaction=True)
@@ -122,13 +73,6 @@ def test_two_workers_share_one_run(live_database_url: str, queue: str) -> None:
     assert workers == {one.hostname, two.hostname}
 
 
-def _snapshot(run: Run) -> dict[tuple[str, int], tuple[Any, ...]]:
-    return {
-        (e.task_id, e.trial): (e.pk, e.outcome, e.finished_at, e.n_steps, e.worker, e.attempt)
-        for e in Episode.objects.filter(run=run).exclude(outcome=Episode.Outcome.RUNNING)
-    }
-
-
 @pytest.mark.django_db(transaction=True)
 def test_sigkill_mid_run_then_restart_finishes_each_episode_exactly_once(
     live_database_url: str, queue: str
@@ -151,7 +95,7 @@ def test_sigkill_mid_run_then_restart_finishes_each_episode_exactly_once(
             wait_until(mid_shard, 30, "episodes finished and others mid-conversation")
             os.killpg(victim.pid, signal.SIGKILL)
             victim.wait()
-        before = _snapshot(run)
+        before = snapshot(run)
         interrupted = set(
             Episode.objects.filter(run=run, outcome="running").values_list("task_id", "trial")
         )
@@ -173,7 +117,7 @@ def test_sigkill_mid_run_then_restart_finishes_each_episode_exactly_once(
 
     assert run.status == Run.Status.SUCCEEDED, run.error
     assert_exactly_once(run)
-    after = _snapshot(run)
+    after = snapshot(run)
     # Nothing that had finished was lost, touched or re-executed.
     assert {key: after[key] for key in before} == before
     assert len(server.requests) - requests_before == 2 * (30 - len(before))
@@ -206,7 +150,7 @@ def test_cancel_stops_a_running_run_promptly_and_keeps_what_finished(
                 30,
                 "a few episodes to finish",
             )
-            kept = _snapshot(run)
+            kept = snapshot(run)
             started = time.monotonic()
             run = run_cancel(run=run)
             assert run.status == Run.Status.CANCELLED
@@ -222,7 +166,7 @@ def test_cancel_stops_a_running_run_promptly_and_keeps_what_finished(
     assert stopped_after < 3.0, f"cancel took {stopped_after:.1f}s"
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED
-    after = _snapshot(run)
+    after = snapshot(run)
     assert {key: after[key] for key in kept} == kept  # finished episodes kept as they were
     assert Episode.objects.filter(run=run).count() < 60
     stopped = Episode.objects.filter(run=run, outcome="errored")
