@@ -292,7 +292,7 @@ def _sqlite_locked(path: str, seconds: float) -> Any:
 def test_a_database_blip_mid_run_loses_nothing(live_database_url: str, queue: str) -> None:
     # SQLite writers give up after 0.3 s here, so a 3 s lock is an outage the worker must ride.
     env = {**WORKER_ENV, "BENCHRIG_SQLITE_TIMEOUT_S": "0.3"}
-    with scripted_server(two_calls(0.1)) as server:
+    with scripted_server(two_calls(0.2)) as server:
         run = make_run(server, trials=2, concurrency=3)
         with celery_worker(
             database_url=live_database_url, broker_url=BROKER, queues=queue, env=env
@@ -303,9 +303,11 @@ def test_a_database_blip_mid_run_loses_nothing(live_database_url: str, queue: st
                 "some episodes to finish",
             )
             if connection.vendor == "postgresql":
+                cut = 0
                 for _ in range(3):  # the worker's connections are cut, three times over
-                    assert _terminate_other_connections() >= 1
+                    cut += _terminate_other_connections()
                     time.sleep(0.7)
+                assert cut >= 2
             else:
                 with _sqlite_locked(connection.settings_dict["NAME"], 3.0):
                     pass
