@@ -118,7 +118,9 @@ def _database() -> dict[str, object]:
         # and a busy timeout makes concurrent writers wait instead of failing.
         config["OPTIONS"] = {
             "transaction_mode": "IMMEDIATE",
-            "timeout": 20,
+            # Seconds a writer waits for the lock before "database is locked" (workers then
+            # retry the write, see DB_RETRY_S).
+            "timeout": env_float("BENCHRIG_SQLITE_TIMEOUT_S", 20.0),
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
         # A file, not the in-memory default, so that the worker and CLI subprocesses the tests

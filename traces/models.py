@@ -143,6 +143,10 @@ class Episode(models.Model):
     verdict_label = models.CharField(max_length=20, blank=True, db_index=True)
     # The Celery worker (hostname) that executed the current attempt; "" for imported episodes.
     worker = models.CharField(max_length=200, blank=True)
+    # How many times execution of this (task, trial) started. Each start takes the next number;
+    # only the latest attempt may write steps or the outcome, so a duplicated shard running the
+    # same pair concurrently (a redelivery racing a resume) never mixes two conversations.
+    attempt = models.PositiveIntegerField(default=0)
     # Earlier attempts replaced by a retry or a redelivery, oldest first, each with its outcome,
     # error, worker, times and steps, so re-executing never destroys evidence.
     previous_attempts = models.JSONField(default=list, blank=True)

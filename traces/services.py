@@ -21,7 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -248,7 +248,7 @@ def episode_start(*, run: Run, key: EpisodeKey, goal: str, worker: str = "") -> 
             run=run,
             task_id=key.task_id,
             trial=key.trial,
-            defaults={"axis": key.axis, "goal": goal, "worker": worker},
+            defaults={"axis": key.axis, "goal": goal, "worker": worker, "attempt": 1},
         )
         if not created:
             episode = Episode.objects.select_for_update().get(pk=episode.pk)
@@ -261,6 +261,7 @@ def episode_start(*, run: Run, key: EpisodeKey, goal: str, worker: str = "") -> 
                     _attempt_archive(episode=episode, steps=steps, outcome="interrupted")
                 )
                 Step.objects.filter(episode=episode).delete()
+            episode.attempt += 1
             Episode.objects.filter(pk=episode.pk).update(
                 outcome=Episode.Outcome.RUNNING,
                 error="",
@@ -268,6 +269,7 @@ def episode_start(*, run: Run, key: EpisodeKey, goal: str, worker: str = "") -> 
                 finished_at=None,
                 started_at=timezone.now(),
                 worker=worker,
+                attempt=episode.attempt,
                 previous_attempts=history,
             )
     Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
@@ -315,14 +317,16 @@ RECORD_FIELDS = (
 )
 
 
-def episode_finish(*, episode: Episode, record: EpisodeRecord) -> bool:
+def episode_finish(*, episode: Episode, record: EpisodeRecord, attempt: int | None = None) -> bool:
     """Store the outcome; bump the run's counters only on the running → final transition, so a
-    redelivered finish is a no-op. Returns whether this call made the transition."""
+    redelivered finish is a no-op. With ``attempt``, only if that attempt is still the latest
+    (a superseded duplicate never overwrites). Returns whether this call made the transition."""
     values = {f: getattr(record, f) for f in RECORD_FIELDS}
+    current = Episode.objects.filter(pk=episode.pk, outcome=Episode.Outcome.RUNNING)
+    if attempt is not None:
+        current = current.filter(attempt=attempt)
     with transaction.atomic():
-        moved = Episode.objects.filter(pk=episode.pk, outcome=Episode.Outcome.RUNNING).update(
-            finished_at=timezone.now(), **values
-        )
+        moved = current.update(finished_at=timezone.now(), **values)
         if moved:
             bump = {"n_done": F("n_done") + 1, f"n_{record.outcome}": F(f"n_{record.outcome}") + 1}
             Run.objects.filter(pk=episode.run_id).update(heartbeat_at=timezone.now(), **bump)
@@ -419,18 +423,28 @@ class DjangoSink:
     def step(self, key: EpisodeKey, step: StepRecord) -> None:
         episode = self.episodes[key]
 
-        def write(attempt: int) -> None:
+        def write(retry: int) -> None:
             # A retried insert may have committed before the connection dropped.
-            if attempt and Step.objects.filter(episode=episode, index=step.index).exists():
+            if retry and Step.objects.filter(episode=episode, index=step.index).exists():
                 return
-            step_record(episode=episode, step=step)
+            # Superseded by a newer attempt (a duplicate delivery restarted this pair): that
+            # attempt owns the episode now; this one's steps are dropped, never mixed in.
+            if not Episode.objects.filter(
+                pk=episode.pk, attempt=episode.attempt, outcome=Episode.Outcome.RUNNING
+            ).exists():
+                return
+            try:
+                with transaction.atomic():
+                    step_record(episode=episode, step=step)
+            except IntegrityError:
+                pass  # the newer attempt wrote this index between the check and the insert
 
         _retry_db(write, what=f"writing step {step.index} of {key.task_id}#{key.trial}")
 
     def episode_finished(self, record: EpisodeRecord) -> None:
         episode = self.episodes[record.key]
         _retry_db(
-            lambda _: episode_finish(episode=episode, record=record),
+            lambda _: episode_finish(episode=episode, record=record, attempt=episode.attempt),
             what=f"finishing {record.key.task_id}#{record.key.trial}",
         )
         del self.episodes[record.key]
@@ -476,7 +490,8 @@ class _Control:
                     pk=self.run_id, status__in=(Run.Status.RUNNING, Run.Status.STALE)
                 ).update(status=Run.Status.RUNNING, heartbeat_at=timezone.now())
             return Run.objects.filter(pk=self.run_id).values_list("status", flat=True).first()
-        except DB_DOWN:
+        except DB_DOWN as exc:
+            log.warning("database unavailable for run %s's heartbeat (%s)", self.run_id, exc)
             with contextlib.suppress(DB_DOWN):
                 connection.close()
             return None
@@ -652,27 +667,36 @@ def run_execute_shard(*, run_id: int, pairs: list[tuple[str, int]], worker: str 
     """Execute one shard of a run (a Celery task's body); True when it finished the run.
 
     Safe to call again with the same pairs (redelivery): finished pairs are skipped, a pair a
-    dead worker left running restarts (its partial attempt archived). Database errors propagate
-    (Celery retries the shard); any other failure errors this shard's open episodes, with the
-    reason, so the run still finishes."""
-    run = Run.objects.select_related("backend").filter(pk=run_id).first()
+    dead worker left running restarts (its partial attempt archived). Every database step rides
+    out a blip (DB_RETRY_S); a longer outage propagates and Celery retries the whole shard. Any
+    other failure errors this shard's open episodes, with the reason, so the run still finishes.
+    """
+    run = _retry_db(
+        lambda _: Run.objects.select_related("backend").filter(pk=run_id).first(),
+        what=f"loading run {run_id}",
+    )
     if run is None or run.status not in Run.Status.active():
         return False  # deleted, cancelled or already finished: nothing to do
     try:
         suite = _suite_for(run=run)
     except SuiteError as exc:
-        _run_fail(run=run, error=str(exc))
+        error = str(exc)
+        _retry_db(lambda _: _run_fail(run=run, error=error), what=f"failing run {run_id}")
         return True
-    now = timezone.now()
-    claimed = Run.objects.filter(pk=run.pk, status__in=Run.Status.active()).update(
-        status=Run.Status.RUNNING,
-        started_at=Coalesce(F("started_at"), now),
-        finished_at=None,
-        heartbeat_at=now,
-    )
-    if not claimed:
+
+    def claim(_: int) -> set[tuple[str, int]] | None:
+        now = timezone.now()
+        claimed = Run.objects.filter(pk=run.pk, status__in=Run.Status.active()).update(
+            status=Run.Status.RUNNING,
+            started_at=Coalesce(F("started_at"), now),
+            finished_at=None,
+            heartbeat_at=now,
+        )
+        return run_finished_keys(run=run) if claimed else None
+
+    done = _retry_db(claim, what=f"claiming run {run_id}")
+    if done is None:
         return False
-    done = run_finished_keys(run=run)
     todo = [(str(t), int(i)) for t, i in pairs if (t, i) not in done]
     execution = _Execution(run=run, suite=suite, worker=worker)
     try:
@@ -681,20 +705,17 @@ def run_execute_shard(*, run_id: int, pairs: list[tuple[str, int]], worker: str 
         raise  # the shard is retried; open episodes restart then
     except Exception as exc:
         log.exception("shard of run %s failed", run.pk)
-        episodes_abandon(
-            run=run, reason=f"harness: {exc!r}", episode_ids=execution.open_episode_ids
-        )
-        run_counts_refresh(run=run)
-        return run_finalize(run=run)
-    if stopped_by:
-        episodes_abandon(
-            run=run,
-            reason=f"{stopped_by} while running; steps so far kept",
-            episode_ids=execution.open_episode_ids,
-        )
-        run_counts_refresh(run=run)
-        return False
-    return run_finalize(run=run)
+        stopped_by, reason = None, f"harness: {exc!r}"
+    else:
+        reason = f"{stopped_by} while running; steps so far kept" if stopped_by else ""
+
+    def close(_: int) -> bool:
+        if reason:
+            episodes_abandon(run=run, reason=reason, episode_ids=execution.open_episode_ids)
+            run_counts_refresh(run=run)
+        return False if stopped_by else run_finalize(run=run)
+
+    return _retry_db(close, what=f"closing a shard of run {run_id}")
 
 
 def _chunks[T](items: list[T], size: int) -> Iterator[list[T]]:

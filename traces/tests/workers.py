@@ -8,6 +8,7 @@ was running at once — exactly "a machine vanished" — and nothing survives in
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
@@ -17,8 +18,15 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
+
+from benchrig.celery import app as celery_app
+from benchrig.harness.suites import load_suite
+from benchrig.harness.testing import Reply, ScriptedServer, answer, tool_call
+from traces.models import Episode, Run
+from traces.services import backend_upsert, run_create, run_enqueue
 
 CELERY = settings.BASE_DIR / ".venv" / "bin" / "celery"
 READY_TIMEOUT_S = 60.0
@@ -69,6 +77,8 @@ def celery_worker(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Start `celery -A benchrig worker` and wait until it consumes; stop it on exit.
 
+    ``database_url`` or ``broker_url`` "" leaves that variable unset, so the settings' default
+    applies.
     The worker's own dispatches (none today, but retries) go to the first of ``queues``.
     """
     name = f"w{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
@@ -83,6 +93,8 @@ def celery_worker(
         **({"BENCHRIG_QUEUE": queues.split(",")[0]} if queues else {}),
         **(env or {}),
     }
+    # "" means unset: the settings' own default applies (the embedded SQLite + filesystem setup).
+    environment = {key: value for key, value in environment.items() if value != ""}
     command = [
         str(CELERY),
         "-A",
@@ -130,3 +142,70 @@ def stop(proc: subprocess.Popen[bytes], *, timeout_s: float = 10.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+SUITE = load_suite("agentic-v1")
+# Fast heartbeats and cancel checks, so stale detection and cancels are quick to observe.
+WORKER_ENV = {"BENCHRIG_RUN_HEARTBEAT_S": "0.5", "BENCHRIG_RUN_POLL_S": "0.2"}
+FINAL = (Run.Status.SUCCEEDED, Run.Status.PARTIAL, Run.Status.FAILED, Run.Status.CANCELLED)
+
+
+def two_calls(delay_s: float) -> Any:
+    """Every episode is exactly two model calls: one tool call, then the answer "42"."""
+
+    def script(body: dict[str, Any]) -> Reply:
+        turn = sum(m.get("role") == "assistant" for m in body["messages"])
+        reply = tool_call("calc", {"expression": "6*7"}) if turn == 0 else answer("42")
+        return dataclasses.replace(reply, delay_s=delay_s)
+
+    return script
+
+
+@contextmanager
+def routed_queue() -> Iterator[str]:
+    """A queue of the caller's own: what it enqueues meanwhile only its workers consume.
+    Whatever is left in it (a cancelled run's shards) is purged afterwards."""
+    name, default = unique_queue(), celery_app.conf.task_default_queue
+    celery_app.conf.task_default_queue = name
+    try:
+        yield name
+    finally:
+        celery_app.conf.task_default_queue = default
+        with celery_app.connection_for_write() as conn:
+            conn.default_channel.queue_declare(queue=name, durable=True, auto_delete=False)
+            conn.default_channel.queue_purge(name)
+
+
+def make_run(server: ScriptedServer, *, trials: int, concurrency: int) -> Run:
+    backend = backend_upsert(
+        name="scripted", base_url=server.base_url, model="m", max_concurrency=concurrency
+    )
+    run = run_create(backend=backend, suite=SUITE, trials=trials, concurrency=concurrency)
+    run_enqueue(run=run)
+    return run
+
+
+def finished(run: Run, timeout_s: float) -> Run:
+    def check() -> Run | None:
+        run.refresh_from_db()
+        return run if run.status in FINAL else None
+
+    wait_until(check, timeout_s, f"run {run.pk} to finish")
+    return run
+
+
+def assert_exactly_once(run: Run) -> None:
+    rows = list(Episode.objects.filter(run=run).values_list("task_id", "trial", "outcome"))
+    keys = [(t, i) for t, i, _ in rows]
+    assert len(keys) == len(set(keys)) == run.n_total
+    assert set(keys) == {(t.id, i) for i in range(run.trials) for t in SUITE.tasks}
+    assert all(outcome != Episode.Outcome.RUNNING for _, _, outcome in rows)
+    assert run.n_done == run.n_total
+
+
+def snapshot(run: Run) -> dict[tuple[str, int], tuple[Any, ...]]:
+    """What identifies each finished episode: it must never change once written."""
+    return {
+        (e.task_id, e.trial): (e.pk, e.outcome, e.finished_at, e.n_steps, e.worker, e.attempt)
+        for e in Episode.objects.filter(run=run).exclude(outcome=Episode.Outcome.RUNNING)
+    }
