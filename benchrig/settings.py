@@ -36,6 +36,16 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
+
+
 def env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     if raw is None or raw == "":
@@ -110,7 +120,9 @@ def _database() -> dict[str, object]:
         # and a busy timeout makes concurrent writers wait instead of failing.
         config["OPTIONS"] = {
             "transaction_mode": "IMMEDIATE",
-            "timeout": 20,
+            # Seconds a writer waits for the lock before "database is locked" (workers then
+            # retry the write, see DB_RETRY_S).
+            "timeout": env_float("BENCHRIG_SQLITE_TIMEOUT_S", 20.0),
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
         # A file, not the in-memory default, so that the worker and CLI subprocesses the tests
@@ -140,17 +152,21 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 # and not bound by it.
 BENCHRIG_API_MAX_BODY_MB = env_int("BENCHRIG_API_MAX_BODY_MB", 32)
 DATA_UPLOAD_MAX_MEMORY_SIZE = BENCHRIG_API_MAX_BODY_MB * 2**20
+# Hide API keys on error pages even with DEBUG on (see benchrig/debug.py).
+DEFAULT_EXCEPTION_REPORTER_FILTER = "benchrig.debug.AlwaysSafeExceptionReporterFilter"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
 
 # Celery. With no broker configured, kombu's filesystem transport needs no server: the web
-# process and a local worker exchange messages through files under var/.
+# process and a local worker exchange messages through files under var/. Scale-out: point
+# CELERY_BROKER_URL at redis://… or amqp://… and DATABASE_URL at PostgreSQL, and start any number
+# of `celery -A benchrig worker` processes on any machines.
 _BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL == "filesystem://":
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
         "data_folder_in": str(_BROKER_DIR / "queue"),
         "data_folder_out": str(_BROKER_DIR / "queue"),
         "processed_folder": str(_BROKER_DIR / "processed"),
@@ -160,11 +176,43 @@ if CELERY_BROKER_URL == "filesystem://":
     }
     for _sub in ("queue", "processed", "control"):
         (_BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # Redis has no real acks: a message a worker took but never acknowledged (the worker was
+    # killed) becomes visible again only after this many seconds. It must exceed the longest
+    # shard (a shard is at most one chunk of episodes), or a live worker's shard is handed out
+    # twice — harmless for correctness (writes are idempotent) but wasted work. The sweep that
+    # restores such messages runs every 10 s per worker (one ZRANGE) instead of every 100 s.
+    _visibility = env_int("BENCHRIG_BROKER_VISIBILITY_TIMEOUT_S", 3600)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": _visibility,
+        "unacked_restore_interval": min(10, _visibility),
+        "unacked_restore_throttle": 1,
+    }
+    CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"visibility_timeout": _visibility}
+# Every task goes to this queue; workers consume it with -Q (tests use one queue per test so
+# parallel test processes never take each other's work).
+CELERY_TASK_DEFAULT_QUEUE = env_str("BENCHRIG_QUEUE", "benchrig")
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+CELERY_BEAT_SCHEDULE = {
+    "runs-reap": {"task": "traces.tasks.runs_reap_task", "schedule": 60.0},
+}
+
+# Run execution. A worker heartbeats on Run.heartbeat_at every RUN_HEARTBEAT_S; a running run
+# with no heartbeat for RUN_STALE_AFTER_S is marked stale by `manage.py runs_reap` (also every
+# minute from celery beat). RUN_POLL_S is how often a shard checks for a cancel. A run is split
+# into shards of RUN_SHARD_SIZE (task, trial) pairs (0 = the run's concurrency), one Celery task
+# each, run with asyncio up to the run's concurrency. A worker whose database goes away keeps
+# retrying each write for up to DB_RETRY_S before giving the shard back to Celery's retry.
+RUN_HEARTBEAT_S = env_float("BENCHRIG_RUN_HEARTBEAT_S", 5.0)
+RUN_STALE_AFTER_S = env_float("BENCHRIG_RUN_STALE_AFTER_S", 120.0)
+RUN_POLL_S = env_float("BENCHRIG_RUN_POLL_S", 0.5)
+RUN_SHARD_SIZE = env_int("BENCHRIG_RUN_SHARD_SIZE", 0)
+DB_RETRY_S = env_float("BENCHRIG_DB_RETRY_S", 60.0)
 
 LOGGING = {
     "version": 1,

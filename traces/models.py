@@ -56,11 +56,21 @@ class Run(models.Model):
     """One suite executed (or imported) against one model configuration."""
 
     class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
+        QUEUED = "queued"  # waiting for a worker
+        RUNNING = "running"  # a worker holds it and heartbeats
+        SUCCEEDED = "succeeded"  # every episode has a model outcome (passed or failed)
+        # Every episode finished, some errored (backend or harness broke): the scores cover only
+        # the measured episodes; "retry errored" can complete it.
+        PARTIAL = "partial"
+        FAILED = "failed"  # nothing measured the model (all errored) or the run could not execute
+        CANCELLED = "cancelled"  # stopped by an operator; finished episodes kept
+        # Was running, but no worker heartbeat for RUN_STALE_AFTER_S: its worker vanished.
+        # Resumable (run_resume); a worker that was only slow flips it back to running.
+        STALE = "stale"
+
+        @classmethod
+        def active(cls) -> tuple[str, ...]:
+            return (cls.QUEUED, cls.RUNNING, cls.STALE)
 
     class Source(models.TextChoices):
         HARNESS = "harness"
@@ -92,6 +102,8 @@ class Run(models.Model):
     n_errored = models.PositiveIntegerField(default=0)
     summary = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
+    # The suite's task ids this run executes, in suite order; empty means every task.
+    task_ids = models.JSONField(default=list, blank=True)
     triggered_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -129,6 +141,15 @@ class Episode(models.Model):
     # The label of the latest Verdict ("" = untagged), kept by verdict_record in the same
     # transaction as the append, so queues and adjusted leaderboards filter without a subquery.
     verdict_label = models.CharField(max_length=20, blank=True, db_index=True)
+    # The Celery worker (hostname) that executed the current attempt; "" for imported episodes.
+    worker = models.CharField(max_length=200, blank=True)
+    # How many times execution of this (task, trial) started. Each start takes the next number;
+    # only the latest attempt may write steps or the outcome, so a duplicated shard running the
+    # same pair concurrently (a redelivery racing a resume) never mixes two conversations.
+    attempt = models.PositiveIntegerField(default=0)
+    # Earlier attempts replaced by a retry or a redelivery, oldest first, each with its outcome,
+    # error, worker, times and steps, so re-executing never destroys evidence.
+    previous_attempts = models.JSONField(default=list, blank=True)
     final_answer = models.TextField(blank=True)
     check_expected = models.TextField(blank=True)
     check_got = models.TextField(blank=True)

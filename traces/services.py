@@ -1,14 +1,25 @@
-"""Writes for traces: creating runs, recording what the harness does, finishing runs."""
+"""Writes for traces: creating runs, recording what the harness does, finishing runs.
+
+Run execution (the Celery side): a run is split into shards of (task, trial) pairs, one Celery
+task each, so any number of workers on any machines share one run. Every write is idempotent on
+(run, task_id, trial): a redelivered shard skips what finished, restarts what a dead worker left
+half-done (archiving that attempt), and the run is finished exactly once, by whichever shard sees
+the last episode final while holding the run's row lock.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import os
 import re
+import time
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime
 from operator import itemgetter
 from pathlib import Path
@@ -17,20 +28,29 @@ from typing import Any, BinaryIO
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, connection, models, transaction
+from django.core.exceptions import ValidationError
+from django.db import (
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    connection,
+    models,
+    transaction,
+)
 from django.db.models import F, Max, Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from benchrig.harness import HARNESS_VERSION
 from benchrig.harness.client import ChatClient, Sampling, normalize_base_url
-from benchrig.harness.loop import parse_arguments
+from benchrig.harness.loop import parse_arguments, run_episode
 from benchrig.harness.records import EpisodeKey, EpisodeRecord, StepRecord
-from benchrig.harness.runner import plan, run_suite
+from benchrig.harness.runner import plan
 from benchrig.harness.scoring import tool_efficiency
 from benchrig.harness.sink import ThreadedSink
-from benchrig.harness.suites import Suite, load_suite
+from benchrig.harness.suites import Suite, SuiteError, load_suite
 from traces.importers import ImportFormatError, importer_for
 from traces.importers.otlp import trace_episode
 from traces.models import Backend, Episode, OtlpSpan, Run, Step, Verdict
@@ -45,6 +65,11 @@ from traces.selectors import (
     steps_by_episode,
 )
 
+log = logging.getLogger(__name__)
+
+# What a lost database connection raises; a worker retries these instead of dropping results.
+DB_DOWN = (OperationalError, InterfaceError)
+
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "max_tokens", "reasoning_effort")
 
 
@@ -54,7 +79,10 @@ def backend_snapshot(*, backend: Backend) -> dict[str, Any]:
         "name": backend.name,
         "base_url": backend.base_url,
         "model": backend.model,
-        "sampling": {f: getattr(backend, f) for f in SAMPLING_FIELDS if getattr(backend, f)},
+        # 0 and 0.0 are settings (greedy decoding), only None and "" mean unset.
+        "sampling": {
+            f: getattr(backend, f) for f in SAMPLING_FIELDS if getattr(backend, f) not in (None, "")
+        },
         "extra_body": backend.extra_body,
         "timeout_s": backend.timeout_s,
         "max_concurrency": backend.max_concurrency,
@@ -62,17 +90,104 @@ def backend_snapshot(*, backend: Backend) -> dict[str, Any]:
     }
 
 
+# Settings an operator edits on a Backend (the API key is handled on its own: write-only).
+BACKEND_FIELDS = (
+    "name",
+    "base_url",
+    "model",
+    *SAMPLING_FIELDS,
+    "extra_body",
+    "timeout_s",
+    "max_concurrency",
+)
+# extra_body is merged into every request last; these keys would break the harness's own request.
+RESERVED_BODY_KEYS = frozenset({"model", "messages", "tools", "tool_choice", "stream", "n"})
+
+
+def validate_extra_body(value: Any) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError(
+            {"extra_body": 'must be a JSON object, e.g. {"chat_template_kwargs": {}}'}
+        )
+    reserved = sorted(RESERVED_BODY_KEYS & value.keys())
+    if reserved:
+        raise ValidationError(
+            {"extra_body": f"must not set {', '.join(reserved)}: the harness sends those itself"}
+        )
+
+
+def _backend_save(*, backend: Backend) -> Backend:
+    validate_extra_body(backend.extra_body)
+    backend.full_clean()
+    backend.save()
+    return backend
+
+
+def backend_create(
+    *, name: str, base_url: str, model: str, api_key: str = "", **fields: Any
+) -> Backend:
+    """A new backend; raises ValidationError naming the field on bad input, storing nothing."""
+    unknown = set(fields) - set(BACKEND_FIELDS)
+    if unknown:
+        raise TypeError(f"unknown backend field(s): {sorted(unknown)}")
+    backend = Backend(name=name, base_url=base_url, model=model, api_key=api_key, **fields)
+    return _backend_save(backend=backend)
+
+
+def backend_update(
+    *, backend: Backend, api_key: str | None = None, clear_api_key: bool = False, **fields: Any
+) -> Backend:
+    """Change settings. ``api_key=None`` keeps the stored key (the form never shows it), a new
+    value replaces it, and ``clear_api_key`` removes it. Runs keep their own snapshot."""
+    unknown = set(fields) - set(BACKEND_FIELDS)
+    if unknown:
+        raise TypeError(f"unknown backend field(s): {sorted(unknown)}")
+    for key, value in fields.items():
+        setattr(backend, key, value)
+    if clear_api_key:
+        backend.api_key = ""
+    elif api_key:
+        backend.api_key = api_key
+    try:
+        return _backend_save(backend=backend)
+    except ValidationError:
+        backend.refresh_from_db()  # the caller's object must not keep the rejected values
+        raise
+
+
+def backend_delete(*, backend: Backend) -> int:
+    """Delete a backend. Its runs stay (Run.backend becomes NULL; each keeps its snapshot).
+    Returns how many runs were kept."""
+    with transaction.atomic():
+        kept = Run.objects.filter(backend=backend).count()
+        backend.delete()
+    return kept
+
+
 def backend_upsert(
     *, name: str, base_url: str, model: str, api_key: str | None = None, **fields: Any
 ) -> Backend:
+    """Create or update by name (the CLI and `make run` register backends this way). Raises
+    ValueError naming the field on bad input."""
     normalize_base_url(base_url)  # fail early, with the reason, on a malformed URL
-    backend, _ = Backend.objects.update_or_create(
-        name=name, defaults={"base_url": base_url, "model": model, **fields}
-    )
-    if api_key is not None and api_key != backend.api_key:
-        backend.api_key = api_key
-        backend.save(update_fields=["api_key"])
-    return backend
+    existing = Backend.objects.filter(name=name).first()
+    try:
+        if existing is None:
+            return backend_create(
+                name=name, base_url=base_url, model=model, api_key=api_key or "", **fields
+            )
+        return backend_update(
+            backend=existing, base_url=base_url, model=model, api_key=api_key, **fields
+        )
+    except ValidationError as exc:
+        raise ValueError(validation_message(exc)) from None
+
+
+def validation_message(exc: ValidationError) -> str:
+    """One line naming each offending field, for the CLI and logs."""
+    if hasattr(exc, "error_dict"):
+        return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items())
+    return " ".join(exc.messages)
 
 
 def run_create(
@@ -82,10 +197,21 @@ def run_create(
     trials: int = 1,
     concurrency: int | None = None,
     sampling: dict[str, Any] | None = None,
+    task_ids: list[str] | None = None,
     triggered_by: AbstractBaseUser | None = None,
 ) -> Run:
+    """A queued run (not yet enqueued: call run_enqueue). ``task_ids`` limits it to those tasks
+    of the suite (None or empty = every task)."""
     if trials < 1:
         raise ValueError("trials must be at least 1")
+    if concurrency is not None and concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
+    known = [task.id for task in suite.tasks]
+    unknown = sorted(set(task_ids or ()) - set(known))
+    if unknown:
+        raise ValueError(f"suite {suite.name} has no task {', '.join(unknown)}")
+    # Suite order, so a run's plan never depends on the order the ids were given in.
+    chosen = [t for t in known if t in set(task_ids)] if task_ids else []
     snapshot = backend_snapshot(backend=backend)
     snapshot["sampling"].update({k: v for k, v in (sampling or {}).items() if v is not None})
     return Run.objects.create(
@@ -101,24 +227,79 @@ def run_create(
         source_version=HARNESS_VERSION,
         trials=trials,
         concurrency=concurrency or backend.max_concurrency,
-        n_total=len(suite.tasks) * trials,
+        task_ids=chosen,
+        n_total=len(chosen or known) * trials,
         triggered_by=triggered_by,
     )
 
 
-def episode_start(*, run: Run, key: EpisodeKey, goal: str) -> Episode:
-    """Create the episode row, or reset one a crashed attempt left half-written."""
+class EpisodeAlreadyFinal(Exception):
+    """This (run, task, trial) already has a final outcome; a redelivered shard skips it."""
+
+
+def _attempt_archive(*, episode: Episode, steps: Iterable[Step], outcome: str) -> dict[str, Any]:
+    """One earlier attempt as kept in Episode.previous_attempts (steps without raw responses)."""
+    return {
+        "outcome": outcome,
+        "error": episode.error,
+        "worker": episode.worker,
+        "started_at": episode.started_at.isoformat() if episode.started_at else None,
+        "finished_at": episode.finished_at.isoformat() if episode.finished_at else None,
+        "archived_at": timezone.now().isoformat(),
+        "final_answer": episode.final_answer,
+        "steps": [
+            {
+                "index": s.index,
+                "role": s.role,
+                "content": s.content,
+                "reasoning": s.reasoning,
+                "tool_calls": s.tool_calls,
+                "tool_call_id": s.tool_call_id,
+                "tool_name": s.tool_name,
+                "is_error": s.is_error,
+                "latency_ms": s.latency_ms,
+                "finish_reason": s.finish_reason,
+            }
+            for s in steps
+        ],
+    }
+
+
+def episode_start(*, run: Run, key: EpisodeKey, goal: str, worker: str = "") -> Episode:
+    """Create the episode row, or restart one a crashed attempt left running.
+
+    The crashed attempt's steps move into ``previous_attempts`` (outcome "interrupted"), so the
+    restart begins from a clean step list without destroying evidence. A final episode is never
+    reset: that raises EpisodeAlreadyFinal (a redelivered or duplicated shard skips it).
+    """
     with transaction.atomic():
         episode, created = Episode.objects.get_or_create(
             run=run,
             task_id=key.task_id,
             trial=key.trial,
-            defaults={"axis": key.axis, "goal": goal},
+            defaults={"axis": key.axis, "goal": goal, "worker": worker, "attempt": 1},
         )
         if not created:
-            Step.objects.filter(episode=episode).delete()
+            episode = Episode.objects.select_for_update().get(pk=episode.pk)
+            if episode.outcome != Episode.Outcome.RUNNING:
+                raise EpisodeAlreadyFinal(f"{key.task_id}#{key.trial} is {episode.outcome}")
+            steps = list(Step.objects.filter(episode=episode).order_by("index"))
+            history = list(episode.previous_attempts)
+            if steps:
+                history.append(
+                    _attempt_archive(episode=episode, steps=steps, outcome="interrupted")
+                )
+                Step.objects.filter(episode=episode).delete()
+            episode.attempt += 1
             Episode.objects.filter(pk=episode.pk).update(
-                outcome=Episode.Outcome.RUNNING, error="", n_steps=0, finished_at=None
+                outcome=Episode.Outcome.RUNNING,
+                error="",
+                n_steps=0,
+                finished_at=None,
+                started_at=timezone.now(),
+                worker=worker,
+                attempt=episode.attempt,
+                previous_attempts=history,
             )
     Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
     return episode
@@ -165,14 +346,16 @@ RECORD_FIELDS = (
 )
 
 
-def episode_finish(*, episode: Episode, record: EpisodeRecord) -> bool:
+def episode_finish(*, episode: Episode, record: EpisodeRecord, attempt: int | None = None) -> bool:
     """Store the outcome; bump the run's counters only on the running → final transition, so a
-    redelivered finish is a no-op. Returns whether this call made the transition."""
+    redelivered finish is a no-op. With ``attempt``, only if that attempt is still the latest
+    (a superseded duplicate never overwrites). Returns whether this call made the transition."""
     values = {f: getattr(record, f) for f in RECORD_FIELDS}
+    current = Episode.objects.filter(pk=episode.pk, outcome=Episode.Outcome.RUNNING)
+    if attempt is not None:
+        current = current.filter(attempt=attempt)
     with transaction.atomic():
-        moved = Episode.objects.filter(pk=episode.pk, outcome=Episode.Outcome.RUNNING).update(
-            finished_at=timezone.now(), **values
-        )
+        moved = current.update(finished_at=timezone.now(), **values)
         if moved:
             bump = {"n_done": F("n_done") + 1, f"n_{record.outcome}": F(f"n_{record.outcome}") + 1}
             Run.objects.filter(pk=episode.run_id).update(heartbeat_at=timezone.now(), **bump)
@@ -196,36 +379,104 @@ def run_mark(*, run: Run, status: str, error: str = "") -> Run:
     return run
 
 
-def episodes_abandon(*, run: Run, reason: str) -> int:
-    """Episodes still running when a run stops become errored, keeping their steps."""
-    return Episode.objects.filter(run=run, outcome=Episode.Outcome.RUNNING).update(
-        outcome=Episode.Outcome.ERRORED, error=reason, finished_at=timezone.now()
-    )
+def episodes_abandon(*, run: Run, reason: str, episode_ids: Iterable[int] | None = None) -> int:
+    """Episodes still running when a run stops become errored, keeping their steps. With
+    ``episode_ids``, only those (a shard closes its own, never another worker's)."""
+    qs = Episode.objects.filter(run=run, outcome=Episode.Outcome.RUNNING)
+    if episode_ids is not None:
+        qs = qs.filter(pk__in=list(episode_ids))
+    return qs.update(outcome=Episode.Outcome.ERRORED, error=reason, finished_at=timezone.now())
+
+
+def run_plan(*, run: Run, suite: Suite) -> list[tuple[str, int]]:
+    """Every (task, trial) the run must execute: the suite's plan limited to run.task_ids."""
+    chosen = set(run.task_ids)
+    return [(t, i) for t, i in plan(suite, run.trials) if not chosen or t in chosen]
+
+
+def run_final_status(*, counts: dict[str, int], planned: int) -> str:
+    """succeeded: every episode measured the model; partial: all finished but some errored (the
+    backend or harness broke; scores cover the rest); failed: not all finished, or none measured."""
+    if counts["n_done"] < planned or counts["n_errored"] >= counts["n_done"]:
+        return Run.Status.FAILED
+    return Run.Status.PARTIAL if counts["n_errored"] else Run.Status.SUCCEEDED
+
+
+def _retry_db[T](fn: Callable[[int], T], *, what: str) -> T:
+    """Call ``fn(attempt)`` until it gets through a lost or locked database, for DB_RETRY_S.
+
+    Each retry starts on a fresh connection. ``fn`` must be idempotent given the attempt number
+    (a write whose reply was lost may have committed)."""
+    deadline = time.monotonic() + settings.DB_RETRY_S
+    delay, attempt = 0.2, 0
+    while True:
+        try:
+            return fn(attempt)
+        except DB_DOWN as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("database unavailable while %s (%s); retry in %.1fs", what, exc, delay)
+            with contextlib.suppress(DB_DOWN):
+                connection.close()
+            time.sleep(delay)
+            delay, attempt = min(delay * 2, 5.0), attempt + 1
 
 
 @dataclass
 class DjangoSink:
     """A blocking sink that writes each event to the database before returning.
 
-    ThreadedSink runs it on one thread, so it owns that thread's DB connection.
+    ThreadedSink runs it on one thread, so it owns that thread's DB connection. A database that
+    goes away mid-episode is waited for (each write retried on a fresh connection), so a blip
+    never drops a step; only after DB_RETRY_S does the error reach the shard (and Celery's retry).
     """
 
     run: Run
     suite: Suite
+    worker: str = ""
     on_finished: Callable[[EpisodeRecord], None] | None = None
+    # Episodes this sink started and has not finished: the ones a stopped shard must close.
+    episodes: dict[EpisodeKey, Episode] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.goals = {task.id: task.goal for task in self.suite.tasks}
-        self.episodes: dict[EpisodeKey, Episode] = {}
 
     def episode_started(self, key: EpisodeKey) -> None:
-        self.episodes[key] = episode_start(run=self.run, key=key, goal=self.goals[key.task_id])
+        self.episodes[key] = _retry_db(
+            lambda _: episode_start(
+                run=self.run, key=key, goal=self.goals[key.task_id], worker=self.worker
+            ),
+            what=f"starting {key.task_id}#{key.trial}",
+        )
 
     def step(self, key: EpisodeKey, step: StepRecord) -> None:
-        step_record(episode=self.episodes[key], step=step)
+        episode = self.episodes[key]
+
+        def write(retry: int) -> None:
+            # A retried insert may have committed before the connection dropped.
+            if retry and Step.objects.filter(episode=episode, index=step.index).exists():
+                return
+            # Superseded by a newer attempt (a duplicate delivery restarted this pair): that
+            # attempt owns the episode now; this one's steps are dropped, never mixed in.
+            if not Episode.objects.filter(
+                pk=episode.pk, attempt=episode.attempt, outcome=Episode.Outcome.RUNNING
+            ).exists():
+                return
+            try:
+                with transaction.atomic():
+                    step_record(episode=episode, step=step)
+            except IntegrityError:
+                pass  # the newer attempt wrote this index between the check and the insert
+
+        _retry_db(write, what=f"writing step {step.index} of {key.task_id}#{key.trial}")
 
     def episode_finished(self, record: EpisodeRecord) -> None:
-        episode_finish(episode=self.episodes.pop(record.key), record=record)
+        episode = self.episodes[record.key]
+        _retry_db(
+            lambda _: episode_finish(episode=episode, record=record, attempt=episode.attempt),
+            what=f"finishing {record.key.task_id}#{record.key.trial}",
+        )
+        del self.episodes[record.key]
         if self.on_finished:
             self.on_finished(record)
 
@@ -250,60 +501,399 @@ def client_for_run(*, run: Run) -> ChatClient:
     )
 
 
+class _Control:
+    """Heartbeat and cancel watch for one executing shard, on its own thread and connection."""
+
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="benchrig-control")
+        self.stopped_by: str | None = None
+
+    def tick(self, beat: bool) -> str | None:
+        """Heartbeat if due; return the run's status (None when the database is unreachable —
+        the shard carries on and the sink's own writes wait for it)."""
+        try:
+            if beat:
+                # A run reaped as stale whose worker was only slow is running again.
+                Run.objects.filter(
+                    pk=self.run_id, status__in=(Run.Status.RUNNING, Run.Status.STALE)
+                ).update(status=Run.Status.RUNNING, heartbeat_at=timezone.now())
+            return Run.objects.filter(pk=self.run_id).values_list("status", flat=True).first()
+        except DB_DOWN as exc:
+            log.warning("database unavailable for run %s's heartbeat (%s)", self.run_id, exc)
+            with contextlib.suppress(DB_DOWN):
+                connection.close()
+            return None
+
+    async def watch(self, work: asyncio.Task[None]) -> None:
+        loop = asyncio.get_running_loop()
+        last_beat = float("-inf")
+        while not work.done():
+            now = time.monotonic()
+            beat = now - last_beat >= settings.RUN_HEARTBEAT_S
+            status = await loop.run_in_executor(self.pool, self.tick, beat)
+            if beat:
+                last_beat = now
+            if status is not None and status not in Run.Status.active():
+                self.stopped_by = status
+                work.cancel()
+                return
+            await asyncio.sleep(settings.RUN_POLL_S)
+
+    def close(self) -> None:
+        # Resolve the connection on the control thread: each thread has its own.
+        self.pool.submit(lambda: connection.close()).result()
+        self.pool.shutdown(wait=True)
+
+
+@dataclass
+class _Execution:
+    """(task, trial) pairs of one run executed concurrently (asyncio, up to run.concurrency),
+    each step stored as it happens, with a heartbeat; stops promptly when the run is cancelled."""
+
+    run: Run
+    suite: Suite
+    worker: str
+    on_finished: Callable[[EpisodeRecord], None] | None = None
+
+    def __post_init__(self) -> None:
+        self.sink = DjangoSink(
+            run=self.run, suite=self.suite, worker=self.worker, on_finished=self.on_finished
+        )
+        self.control = _Control(self.run.pk)
+
+    @property
+    def open_episode_ids(self) -> list[int]:
+        return [episode.pk for episode in self.sink.episodes.values()]
+
+    def execute(self, pairs: list[tuple[str, int]]) -> str | None:
+        """Run the pairs; return the status that stopped them early (e.g. cancelled), else None."""
+        client = client_for_run(run=self.run)  # DB reads stay outside the event loop
+        tasks = {task.id: task for task in self.suite.tasks}
+        sink = ThreadedSink(self.sink)
+
+        async def one(gate: asyncio.Semaphore, task_id: str, trial: int) -> None:
+            async with gate:
+                # Another delivery of this shard may have finished the pair first.
+                with contextlib.suppress(EpisodeAlreadyFinal):
+                    await run_episode(
+                        client=client, suite=self.suite, task=tasks[task_id], trial=trial, sink=sink
+                    )
+
+        async def everything() -> None:
+            gate = asyncio.Semaphore(self.run.concurrency)
+            async with asyncio.TaskGroup() as group:
+                for task_id, trial in pairs:
+                    group.create_task(one(gate, task_id, trial))
+
+        async def main() -> None:
+            async with client:
+                work = asyncio.create_task(everything())
+                watch = asyncio.create_task(self.control.watch(work))
+                try:
+                    await work
+                except asyncio.CancelledError:
+                    if self.control.stopped_by is None:
+                        raise
+                finally:
+                    watch.cancel()
+                    await asyncio.gather(watch, return_exceptions=True)
+
+        try:
+            asyncio.run(main())
+        finally:
+            sink.close()  # waits for every pending write
+            self.control.close()
+        return self.control.stopped_by
+
+
+def run_counts_refresh(*, run: Run) -> Run:
+    """Recompute the counters and cached summary from the episodes, status unchanged.
+
+    Under the run's row lock, after the caller's own writes committed: of two shards refreshing
+    at once, the later one counts both."""
+    with transaction.atomic():
+        Run.objects.select_for_update().filter(pk=run.pk).first()
+        Run.objects.filter(pk=run.pk).update(
+            summary=run_summary(run=run).as_dict(), **run_counts(run=run)
+        )
+    run.refresh_from_db()
+    return run
+
+
+def run_finalize(*, run: Run) -> bool:
+    """Finish the run if every planned episode is final. Exactly once across any number of
+    shards and workers: the check runs under the run's row lock and only moves a running (or
+    stale) run, so the second shard to get here finds it finished and does nothing."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().filter(pk=run.pk).first()
+        if locked is None or locked.status not in (Run.Status.RUNNING, Run.Status.STALE):
+            return False
+        counts = run_counts(run=locked)
+        if counts["n_done"] < locked.n_total:
+            return False
+        Run.objects.filter(pk=run.pk).update(
+            status=run_final_status(counts=counts, planned=locked.n_total),
+            finished_at=timezone.now(),
+            heartbeat_at=timezone.now(),
+            summary=run_summary(run=locked).as_dict(),
+            **counts,
+        )
+    return True
+
+
+def _run_fail(*, run: Run, error: str) -> None:
+    Run.objects.filter(pk=run.pk, status__in=Run.Status.active()).update(
+        status=Run.Status.FAILED, error=error, finished_at=timezone.now()
+    )
+    run_counts_refresh(run=run)
+
+
+def _suite_for(*, run: Run) -> Suite:
+    """The run's suite, refusing one whose content changed since the run was created."""
+    suite = load_suite(run.suite_name)
+    if suite.content_hash != run.suite_hash:
+        raise SuiteError(
+            f"suite {run.suite_name} changed since the run was created "
+            f"(hash {suite.content_hash[:12]} ≠ {run.suite_hash[:12]}); create a new run"
+        )
+    return suite
+
+
 def run_execute(*, run_id: int, on_finished: Callable[[EpisodeRecord], None] | None = None) -> Run:
-    """Execute (or resume) a run: every (task, trial) not yet final is run and stored.
+    """Execute (or resume) a whole run in this process (the CLI): every (task, trial) not yet
+    final is run and stored.
 
     Interrupts (Ctrl-C) leave the run cancelled with every finished episode kept.
     """
     run = Run.objects.select_related("backend").get(pk=run_id)
-    suite = load_suite(run.suite_name)
-    if suite.content_hash != run.suite_hash:
-        return run_mark(
-            run=run,
-            status=Run.Status.FAILED,
-            error=f"suite {run.suite_name} changed since the run was created "
-            f"(hash {suite.content_hash[:12]} ≠ {run.suite_hash[:12]}); create a new run",
-        )
-    run = run_mark(run=run, status=Run.Status.RUNNING)
-    sink = ThreadedSink(DjangoSink(run=run, suite=suite, on_finished=on_finished))
-    skip = run_finished_keys(run=run)
-    client = client_for_run(run=run)  # DB reads stay outside the event loop
-
-    async def go() -> None:
-        async with client:
-            await run_suite(
-                client=client,
-                suite=suite,
-                trials=run.trials,
-                concurrency=run.concurrency,
-                sink=sink,
-                skip=skip,
-            )
-
     try:
-        asyncio.run(go())
+        suite = _suite_for(run=run)
+    except SuiteError as exc:
+        return run_mark(run=run, status=Run.Status.FAILED, error=str(exc))
+    run = run_mark(run=run, status=Run.Status.RUNNING)
+    done = run_finished_keys(run=run)
+    todo = [pair for pair in run_plan(run=run, suite=suite) if pair not in done]
+    execution = _Execution(run=run, suite=suite, worker="cli", on_finished=on_finished)
+    try:
+        stopped_by = execution.execute(todo)
     except KeyboardInterrupt:
-        sink.close()
         episodes_abandon(run=run, reason="cancelled: the run was interrupted")
         run_mark(run=run, status=Run.Status.CANCELLED, error="interrupted")
         raise
     except BaseException as exc:
-        sink.close()
         episodes_abandon(run=run, reason=f"harness: {exc!r}")
         run_mark(run=run, status=Run.Status.FAILED, error=repr(exc))
         raise
-    sink.close()
-    return run_mark(run=run, status=_final_status(run=run, planned=len(plan(suite, run.trials))))
-
-
-def _final_status(*, run: Run, planned: int) -> str:
+    if stopped_by:
+        episodes_abandon(run=run, reason=f"{stopped_by} while running; steps so far kept")
+        return run_counts_refresh(run=run)
     counts = run_counts(run=run)
-    if counts["n_done"] < planned:
-        return Run.Status.FAILED
-    # Every episode errored: nothing measured the model, so the run itself failed.
-    if counts["n_errored"] == planned:
-        return Run.Status.FAILED
-    return Run.Status.SUCCEEDED
+    return run_mark(run=run, status=run_final_status(counts=counts, planned=run.n_total))
+
+
+def run_execute_shard(*, run_id: int, pairs: list[tuple[str, int]], worker: str = "") -> bool:
+    """Execute one shard of a run (a Celery task's body); True when it finished the run.
+
+    Safe to call again with the same pairs (redelivery): finished pairs are skipped, a pair a
+    dead worker left running restarts (its partial attempt archived). Every database step rides
+    out a blip (DB_RETRY_S); a longer outage propagates and Celery retries the whole shard. Any
+    other failure errors this shard's open episodes, with the reason, so the run still finishes.
+    """
+    run = _retry_db(
+        lambda _: Run.objects.select_related("backend").filter(pk=run_id).first(),
+        what=f"loading run {run_id}",
+    )
+    if run is None or run.status not in Run.Status.active():
+        return False  # deleted, cancelled or already finished: nothing to do
+    try:
+        suite = _suite_for(run=run)
+    except SuiteError as exc:
+        error = str(exc)
+        _retry_db(lambda _: _run_fail(run=run, error=error), what=f"failing run {run_id}")
+        return True
+
+    def claim(_: int) -> set[tuple[str, int]] | None:
+        now = timezone.now()
+        claimed = Run.objects.filter(pk=run.pk, status__in=Run.Status.active()).update(
+            status=Run.Status.RUNNING,
+            started_at=Coalesce(F("started_at"), now),
+            finished_at=None,
+            heartbeat_at=now,
+        )
+        return run_finished_keys(run=run) if claimed else None
+
+    done = _retry_db(claim, what=f"claiming run {run_id}")
+    if done is None:
+        return False
+    todo = [(str(t), int(i)) for t, i in pairs if (t, i) not in done]
+    execution = _Execution(run=run, suite=suite, worker=worker)
+    try:
+        stopped_by = execution.execute(todo)
+    except DB_DOWN:
+        raise  # the shard is retried; open episodes restart then
+    except Exception as exc:
+        log.exception("shard of run %s failed", run.pk)
+        stopped_by, reason = None, f"harness: {exc!r}"
+    else:
+        reason = f"{stopped_by} while running; steps so far kept" if stopped_by else ""
+
+    def close(_: int) -> bool:
+        if reason:
+            episodes_abandon(run=run, reason=reason, episode_ids=execution.open_episode_ids)
+            run_counts_refresh(run=run)
+        return False if stopped_by else run_finalize(run=run)
+
+    return _retry_db(close, what=f"closing a shard of run {run_id}")
+
+
+def _chunks[T](items: list[T], size: int) -> Iterator[list[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def run_enqueue(*, run: Run) -> None:
+    """Dispatch a queued run's unfinished (task, trial) pairs as Celery shards, after commit.
+
+    A shard is RUN_SHARD_SIZE pairs (default: the run's concurrency), so any number of workers
+    share one run and each keeps the backend's concurrency busy."""
+    from traces.tasks import run_shard_task  # tasks import services: import here, not above
+
+    if run.status != Run.Status.QUEUED:
+        raise ValueError(f"run {run.pk} is {run.status}; only a queued run can be enqueued")
+    suite = _suite_for(run=run)
+    done = run_finished_keys(run=run)
+    todo = [pair for pair in run_plan(run=run, suite=suite) if pair not in done]
+    if not todo:  # e.g. resumed after its last episode finished: just finish it
+        Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(status=Run.Status.RUNNING)
+        run_finalize(run=run)
+        return
+    size = settings.RUN_SHARD_SIZE or run.concurrency
+    for chunk in _chunks(todo, size):
+        run_shard_task.delay_on_commit(run.pk, [[task_id, trial] for task_id, trial in chunk])
+
+
+def run_cancel(*, run: Run) -> Run:
+    """Cancel a run. A queued (or stale) run is cancelled at once; a running one is marked
+    cancelled now and its workers stop within RUN_POLL_S, closing their in-flight episodes as
+    errored ("cancelled while running", steps kept). Finished episodes are kept. Cancelling a
+    cancelled run is a no-op; a finished run cannot be cancelled."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        if locked.status == Run.Status.CANCELLED:
+            run.refresh_from_db()
+            return run
+        if locked.status not in Run.Status.active():
+            raise ValueError(f"run {run.pk} already finished ({locked.status})")
+        Run.objects.filter(pk=run.pk).update(
+            status=Run.Status.CANCELLED, finished_at=timezone.now(), error="cancelled"
+        )
+    if locked.status != Run.Status.RUNNING:
+        # No live worker holds it, so nothing else will close what a dead one left open.
+        episodes_abandon(run=run, reason="cancelled; steps so far kept")
+    return run_counts_refresh(run=run)
+
+
+def run_retry_errored(*, run: Run) -> Run:
+    """Re-execute a finished run's errored episodes (same run, same (task, trial) rows).
+
+    Evidence is kept: each errored attempt (error, worker, times, steps) is appended to
+    Episode.previous_attempts before its steps are cleared for the new attempt."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        if locked.status in Run.Status.active():
+            raise ValueError(f"run {run.pk} is {locked.status}; retry when it has finished")
+        errored = list(Episode.objects.filter(run=run, outcome=Episode.Outcome.ERRORED))
+        if not errored:
+            raise ValueError(f"run {run.pk} has no errored episodes")
+        steps: dict[int, list[Step]] = {episode.pk: [] for episode in errored}
+        for step in Step.objects.filter(episode__in=errored).order_by("episode_id", "index"):
+            steps[step.episode_id].append(step)
+        for episode in errored:
+            archived = _attempt_archive(episode=episode, steps=steps[episode.pk], outcome="errored")
+            Episode.objects.filter(pk=episode.pk).update(
+                outcome=Episode.Outcome.RUNNING,
+                error="",
+                n_steps=0,
+                finished_at=None,
+                previous_attempts=[*episode.previous_attempts, archived],
+            )
+        Step.objects.filter(episode__in=errored).delete()
+        Run.objects.filter(pk=run.pk).update(
+            status=Run.Status.QUEUED, finished_at=None, error="", **run_counts(run=run)
+        )
+        run.refresh_from_db()
+        run_enqueue(run=run)  # dispatched when this transaction commits
+    return run
+
+
+def run_rerun_task(
+    *, episode: Episode, triggered_by: AbstractBaseUser | None, trials: int = 1
+) -> Run:
+    """A new run of only the episode's task, with the same backend configuration (the original
+    run's frozen snapshot) and concurrency; the original run and episode are untouched."""
+    source = Run.objects.select_related("backend").get(pk=episode.run_id)
+    if source.source != Run.Source.HARNESS or source.backend is None:
+        raise ValueError(
+            f"run {source.pk} was not executed against a configured backend; nothing to re-run"
+        )
+    if trials < 1:
+        raise ValueError("trials must be at least 1")
+    suite = load_suite(source.suite_name)
+    if episode.task_id not in {task.id for task in suite.tasks}:
+        raise ValueError(f"suite {suite.name} no longer has task {episode.task_id}")
+    with transaction.atomic():
+        run = Run.objects.create(
+            backend=source.backend,
+            model_name=source.model_name,
+            backend_config=source.backend_config,
+            suite_name=suite.name,
+            suite_version=suite.version,
+            suite_hash=suite.content_hash,
+            harness_version=HARNESS_VERSION,
+            source=Run.Source.HARNESS,
+            source_name="benchrig",
+            source_version=HARNESS_VERSION,
+            trials=trials,
+            concurrency=source.concurrency,
+            task_ids=[episode.task_id],
+            n_total=trials,
+            triggered_by=triggered_by,
+            metadata={
+                "rerun_of": {"run": source.pk, "episode": episode.pk, "trial": episode.trial}
+            },
+        )
+        run_enqueue(run=run)
+    return run
+
+
+def run_resume(*, run: Run) -> Run:
+    """Queue a stale (or cancelled) run again: only its unfinished pairs are dispatched; what a
+    vanished worker left running restarts, its partial attempt archived."""
+    with transaction.atomic():
+        moved = Run.objects.filter(
+            pk=run.pk, status__in=(Run.Status.STALE, Run.Status.CANCELLED)
+        ).update(status=Run.Status.QUEUED, finished_at=None, error="")
+        run.refresh_from_db()
+        if not moved:
+            raise ValueError(f"run {run.pk} is {run.status}; only stale or cancelled runs resume")
+        run_enqueue(run=run)
+    return run
+
+
+def runs_reap(*, stale_after_s: float | None = None) -> list[int]:
+    """Mark running runs with no heartbeat for RUN_STALE_AFTER_S as stale; return their ids."""
+    seconds = settings.RUN_STALE_AFTER_S if stale_after_s is None else stale_after_s
+    cutoff = timezone.now() - timezone.timedelta(seconds=seconds)
+    quiet = Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True)
+    ids = list(Run.objects.filter(quiet, status=Run.Status.RUNNING).values_list("pk", flat=True))
+    if ids:
+        Run.objects.filter(quiet, pk__in=ids, status=Run.Status.RUNNING).update(
+            status=Run.Status.STALE,
+            error=f"no worker heartbeat for {seconds:.0f}s: its worker vanished; resume it",
+        )
+        log.warning("runs marked stale (no heartbeat for %.0fs): %s", seconds, ids)
+    return ids
 
 
 def verdict_record(

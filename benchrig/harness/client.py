@@ -160,10 +160,15 @@ class ChatClient:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._api_key = api_key
         self._own_http = http is None
         self.http = http or httpx.AsyncClient(
             timeout=timeout_s, headers=headers, limits=httpx.Limits(max_connections=256)
         )
+
+    def _redact(self, text: str) -> str:
+        """Servers sometimes echo a rejected key; errors end up on pages and in logs."""
+        return text.replace(self._api_key, "[API key]") if self._api_key else text
 
     async def aclose(self) -> None:
         if self._own_http:
@@ -200,13 +205,15 @@ class ChatClient:
                 continue
             latency_ms = (time.perf_counter() - started) * 1000
             if resp.status_code in RETRY_STATUSES:
-                last = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                last = f"HTTP {resp.status_code}: {self._redact(resp.text[:300])}"
                 continue
             if resp.status_code >= 400:
-                raise BackendError(f"HTTP {resp.status_code} from {self.url}: {resp.text[:300]}")
+                text = self._redact(resp.text[:300])
+                raise BackendError(f"HTTP {resp.status_code} from {self.url}: {text}")
             try:
                 data = resp.json()
             except ValueError as exc:
-                raise BackendError(f"server returned invalid JSON: {resp.text[:300]!r}") from exc
+                text = self._redact(resp.text[:300])
+                raise BackendError(f"server returned invalid JSON: {text!r}") from exc
             return parse_response(data, latency_ms)
         raise BackendError(f"gave up after {self.max_retries + 1} attempts; last: {last}")

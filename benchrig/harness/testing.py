@@ -108,10 +108,28 @@ def by_turn(turns: dict[str, list[Reply]], default: Reply | None = None) -> Scri
     return script
 
 
+# Answers a GET by its path (e.g. "/v1/models"); the default lists one model, "scripted".
+GetScript = Callable[[str], Reply]
+
+
+def models_list(*ids: str) -> GetScript:
+    """A GET script answering ``/v1/models`` with these model ids (and 404 elsewhere)."""
+
+    def script(path: str) -> Reply:
+        if path == "/v1/models":
+            return Reply({"object": "list", "data": [{"id": i, "object": "model"} for i in ids]})
+        return Reply({"error": {"message": f"no route {path}"}}, status=404)
+
+    return script
+
+
 @dataclass
 class ScriptedServer:
     script: Script
+    get: GetScript | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
+    # (method, path, Authorization header) of every request, for tests about what was sent.
+    seen: list[tuple[str, str, str]] = field(default_factory=list)
     base_url: str = ""
 
     def handle(self, raw: bytes) -> Reply:
@@ -121,8 +139,8 @@ class ScriptedServer:
 
 
 @contextmanager
-def scripted_server(script: Script) -> Iterator[ScriptedServer]:
-    state = ScriptedServer(script)
+def scripted_server(script: Script, *, get: GetScript | None = None) -> Iterator[ScriptedServer]:
+    state = ScriptedServer(script, get)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -132,9 +150,14 @@ def scripted_server(script: Script) -> Iterator[ScriptedServer]:
             pass
 
         def do_GET(self) -> None:  # /v1/models, for connection checks
+            state.seen.append(("GET", self.path, self.headers.get("Authorization", "")))
+            if state.get is not None:
+                self._send(state.get(self.path))
+                return
             self._send(Reply({"object": "list", "data": [{"id": "scripted", "object": "model"}]}))
 
         def do_POST(self) -> None:
+            state.seen.append(("POST", self.path, self.headers.get("Authorization", "")))
             raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             self._send(state.handle(raw))
 
@@ -147,11 +170,14 @@ def scripted_server(script: Script) -> Iterator[ScriptedServer]:
                 if isinstance(body, bytes)
                 else (body.encode() if isinstance(body, str) else json.dumps(body).encode())
             )
-            self.send_response(reply.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (a timeout test): nothing left to tell it
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True

@@ -9,7 +9,6 @@ from django import template
 from django.http import QueryDict
 from django.urls import reverse
 
-from accounts.roles import has_role as _has_role
 from leaderboard.selectors import ADJUSTED, EXCLUDED_LABELS
 from traces.models import Verdict
 
@@ -101,9 +100,3 @@ def ci_num(interval: tuple[float, float] | None) -> str:
 @register.filter
 def get_item(mapping: dict[str, Any], key: str) -> Any:
     return mapping.get(key)
-
-
-@register.filter
-def has_role(user: Any, role: str) -> bool:
-    """`{% if user|has_role:"reviewer" %}`: the same rule as the view decorators."""
-    return _has_role(user, role)

@@ -128,3 +128,15 @@ def test_base_url_normalisation() -> None:
     )
     with pytest.raises(ValueError, match="base URL must be"):
         normalize_base_url("localhost:8000")
+
+
+def test_errors_never_carry_the_api_key() -> None:
+    key = "sk-echoed-in-error-77"
+    echo = Reply({"error": {"message": f"Incorrect API key provided: {key}"}}, status=401)
+    with scripted_server(sequence(echo)) as server:
+        client = ChatClient(base_url=server.base_url, model="m", api_key=key, max_retries=0)
+        with pytest.raises(BackendError) as info:
+            complete(client)
+    message = str(info.value)
+    assert "HTTP 401" in message and "Incorrect API key provided: [API key]" in message
+    assert key not in message

@@ -18,7 +18,7 @@ from benchrig.harness.records import EpisodeRecord
 from benchrig.harness.suites import SuiteError, available_suites, load_suite
 from traces.models import Backend, Run
 from traces.selectors import run_summary
-from traces.services import backend_upsert, run_create, run_execute
+from traces.services import backend_upsert, run_create, run_enqueue, run_execute
 
 
 class Progress:
@@ -64,6 +64,11 @@ class Command(BaseCommand):
             "--backend", help="name of a configured Backend (created/updated from --base-url)"
         )
         parser.add_argument(
+            "--enqueue",
+            action="store_true",
+            help="queue the run for the Celery workers instead of running it in this process",
+        )
+        parser.add_argument(
             "--api-key-env",
             default="BENCHRIG_API_KEY",
             help="environment variable holding the API key (never pass keys as arguments)",
@@ -97,6 +102,10 @@ class Command(BaseCommand):
             f"{run.trials} trials) against {backend.model} at {backend.base_url}, "
             f"concurrency {run.concurrency}"
         )
+        if opts["enqueue"]:
+            run_enqueue(run=run)
+            self.stdout.write(f"run {run.pk} queued for the workers; follow it at /runs/{run.pk}/")
+            return
         try:
             run = run_execute(run_id=run.pk, on_finished=Progress(run.n_total, self.stderr))
         except KeyboardInterrupt:
