@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import ssl
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
@@ -30,7 +34,6 @@ from benchrig.harness.client import ChatClient, Sampling, normalize_base_url
 from benchrig.harness.loop import run_episode
 from benchrig.harness.records import EpisodeKey, EpisodeRecord, StepRecord
 from benchrig.harness.runner import plan
-from benchrig.harness.sink import ThreadedSink
 from benchrig.harness.suites import Suite, SuiteError, load_suite
 from traces.models import Backend, Episode, Run, Step, Verdict
 from traces.selectors import run_counts, run_finished_keys, run_summary
@@ -113,6 +116,12 @@ def run_create(
     )
 
 
+def _savepoint_if_nested() -> contextlib.AbstractContextManager[object]:
+    """A savepoint when inside a transaction (so an IntegrityError leaves it usable); nothing in
+    autocommit, where a failed INSERT harms nothing and a savepoint costs two round trips."""
+    return transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
+
+
 class EpisodeAlreadyFinal(Exception):
     """This (run, task, trial) already has a final outcome; a redelivered shard skips it."""
 
@@ -152,36 +161,42 @@ def episode_start(*, run: Run, key: EpisodeKey, goal: str, worker: str = "") -> 
     restart begins from a clean step list without destroying evidence. A final episode is never
     reset: that raises EpisodeAlreadyFinal (a redelivered or duplicated shard skips it).
     """
-    with transaction.atomic():
-        episode, created = Episode.objects.get_or_create(
-            run=run,
-            task_id=key.task_id,
-            trial=key.trial,
-            defaults={"axis": key.axis, "goal": goal, "worker": worker, "attempt": 1},
-        )
-        if not created:
-            episode = Episode.objects.select_for_update().get(pk=episode.pk)
-            if episode.outcome != Episode.Outcome.RUNNING:
-                raise EpisodeAlreadyFinal(f"{key.task_id}#{key.trial} is {episode.outcome}")
-            steps = list(Step.objects.filter(episode=episode).order_by("index"))
-            history = list(episode.previous_attempts)
-            if steps:
-                history.append(
-                    _attempt_archive(episode=episode, steps=steps, outcome="interrupted")
-                )
-                Step.objects.filter(episode=episode).delete()
-            episode.attempt += 1
-            Episode.objects.filter(pk=episode.pk).update(
-                outcome=Episode.Outcome.RUNNING,
-                error="",
-                n_steps=0,
-                finished_at=None,
-                started_at=timezone.now(),
+    # The common case, a fresh pair, is one INSERT; only a conflict takes the locking path.
+    try:
+        with _savepoint_if_nested():
+            return Episode.objects.create(
+                run=run,
+                task_id=key.task_id,
+                trial=key.trial,
+                axis=key.axis,
+                goal=goal,
                 worker=worker,
-                attempt=episode.attempt,
-                previous_attempts=history,
+                attempt=1,
             )
-    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
+    except IntegrityError:
+        pass
+    with transaction.atomic():
+        episode = Episode.objects.select_for_update().get(
+            run=run, task_id=key.task_id, trial=key.trial
+        )
+        if episode.outcome != Episode.Outcome.RUNNING:
+            raise EpisodeAlreadyFinal(f"{key.task_id}#{key.trial} is {episode.outcome}")
+        steps = list(Step.objects.filter(episode=episode).order_by("index"))
+        history = list(episode.previous_attempts)
+        if steps:
+            history.append(_attempt_archive(episode=episode, steps=steps, outcome="interrupted"))
+            Step.objects.filter(episode=episode).delete()
+        episode.attempt += 1
+        Episode.objects.filter(pk=episode.pk).update(
+            outcome=Episode.Outcome.RUNNING,
+            error="",
+            n_steps=0,
+            finished_at=None,
+            started_at=timezone.now(),
+            worker=worker,
+            attempt=episode.attempt,
+            previous_attempts=history,
+        )
     return episode
 
 
@@ -306,7 +321,8 @@ def _retry_db[T](fn: Callable[[int], T], *, what: str) -> T:
 class DjangoSink:
     """A blocking sink that writes each event to the database before returning.
 
-    ThreadedSink runs it on one thread, so it owns that thread's DB connection. A database that
+    _LanedSink calls it from its writer threads, one per episode in flight at most, each with its
+    own DB connection; the episodes dict is only ever touched per key. A database that
     goes away mid-episode is waited for (each write retried on a fresh connection), so a blip
     never drops a step; only after DB_RETRY_S does the error reach the shard (and Celery's retry).
     """
@@ -314,7 +330,6 @@ class DjangoSink:
     run: Run
     suite: Suite
     worker: str = ""
-    on_finished: Callable[[EpisodeRecord], None] | None = None
     # Episodes this sink started and has not finished: the ones a stopped shard must close.
     episodes: dict[EpisodeKey, Episode] = field(default_factory=dict)
 
@@ -343,7 +358,7 @@ class DjangoSink:
             ).exists():
                 return
             try:
-                with transaction.atomic():
+                with _savepoint_if_nested():
                     step_record(episode=episode, step=step)
             except IntegrityError:
                 pass  # the newer attempt wrote this index between the check and the insert
@@ -357,14 +372,11 @@ class DjangoSink:
             what=f"finishing {record.key.task_id}#{record.key.trial}",
         )
         del self.episodes[record.key]
-        if self.on_finished:
-            self.on_finished(record)
-
-    def close(self) -> None:
-        connection.close()
 
 
-def client_for_run(*, run: Run) -> ChatClient:
+def client_for_run(*, run: Run, http: httpx.AsyncClient | None = None) -> ChatClient:
+    """The run's model client. With ``http`` (see _http_for_run), the caller owns and closes
+    that connection pool."""
     config = run.backend_config
     if run.backend is None:
         raise ValueError(f"run {run.pk} has no backend to call")
@@ -378,15 +390,94 @@ def client_for_run(*, run: Run) -> ChatClient:
             extra_body=config.get("extra_body") or {},
         ),
         timeout_s=config.get("timeout_s", 120.0),
+        http=http,
     )
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    # Building one loads the CA bundle: ~50 ms of CPU, which every shard would otherwise pay.
+    return httpx.create_ssl_context()
+
+
+def _http_for_run(*, run: Run) -> httpx.AsyncClient:
+    """An HTTP pool for one shard, sharing the process's TLS context."""
+    api_key = run.backend.api_key if run.backend else ""
+    return httpx.AsyncClient(
+        timeout=run.backend_config.get("timeout_s", 120.0),
+        headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
+        limits=httpx.Limits(max_connections=256),
+        verify=_ssl_context(),
+    )
+
+
+# Writer and control threads of a Celery pool thread, kept from shard to shard with their
+# database connections: opening a connection per lane per shard cost more than the shard's work.
+_kept = threading.local()
+
+
+def _threads(kind: str, n: int, *, keep: bool) -> list[ThreadPoolExecutor]:
+    def new(i: int) -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"benchrig-{kind}-{i}")
+
+    if not keep:
+        return [new(i) for i in range(n)]
+    pools: list[ThreadPoolExecutor] = _kept.__dict__.setdefault(kind, [])
+    pools.extend(new(i) for i in range(len(pools), n))
+    return pools[:n]
+
+
+def _release(pools: list[ThreadPoolExecutor], *, keep: bool) -> None:
+    """Wait for each thread's pending work; unless kept, close its connection and stop it."""
+    for pool in pools:
+        if keep:
+            pool.submit(lambda: None).result()
+        else:
+            # Resolve the connection on that thread: each thread has its own.
+            pool.submit(lambda: connection.close()).result()
+            pool.shutdown(wait=True)
+
+
+class _LanedSink:
+    """The async face of a DjangoSink, with several writer threads ("lanes").
+
+    Each episode's writes go, in order, to one lane (its own thread and DB connection), so the
+    episodes in flight never queue behind each other's database round trips — with one writer
+    thread those round trips, not the model, bound a shard's speed."""
+
+    def __init__(
+        self,
+        inner: DjangoSink,
+        pools: list[ThreadPoolExecutor],
+        on_finished: Callable[[EpisodeRecord], None] | None = None,
+    ) -> None:
+        self.inner, self.pools, self.on_finished = inner, pools, on_finished
+        self.lane: dict[EpisodeKey, ThreadPoolExecutor] = {}
+        self.started = 0
+
+    async def _run(self, key: EpisodeKey, fn: Callable[..., object], *args: object) -> None:
+        await asyncio.get_running_loop().run_in_executor(self.lane[key], fn, *args)
+
+    async def episode_started(self, key: EpisodeKey) -> None:
+        self.lane[key] = self.pools[self.started % len(self.pools)]
+        self.started += 1
+        await self._run(key, self.inner.episode_started, key)
+
+    async def step(self, key: EpisodeKey, step: StepRecord) -> None:
+        await self._run(key, self.inner.step, key, step)
+
+    async def episode_finished(self, record: EpisodeRecord) -> None:
+        await self._run(record.key, self.inner.episode_finished, record)
+        del self.lane[record.key]
+        if self.on_finished:
+            self.on_finished(record)
 
 
 class _Control:
     """Heartbeat and cancel watch for one executing shard, on its own thread and connection."""
 
-    def __init__(self, run_id: int) -> None:
-        self.run_id = run_id
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="benchrig-control")
+    def __init__(self, run_id: int, pool: ThreadPoolExecutor) -> None:
+        self.run_id, self.pool = run_id, pool
         self.stopped_by: str | None = None
 
     def tick(self, beat: bool) -> str | None:
@@ -420,27 +511,24 @@ class _Control:
                 return
             await asyncio.sleep(settings.RUN_POLL_S)
 
-    def close(self) -> None:
-        # Resolve the connection on the control thread: each thread has its own.
-        self.pool.submit(lambda: connection.close()).result()
-        self.pool.shutdown(wait=True)
-
 
 @dataclass
 class _Execution:
     """(task, trial) pairs of one run executed concurrently (asyncio, up to run.concurrency),
-    each step stored as it happens, with a heartbeat; stops promptly when the run is cancelled."""
+    each step stored as it happens, with a heartbeat; stops promptly when the run is cancelled.
+
+    ``keep_threads``: a Celery worker keeps its writer threads (and their connections) for the
+    next shard; a one-off execution (the CLI) closes them."""
 
     run: Run
     suite: Suite
     worker: str
     on_finished: Callable[[EpisodeRecord], None] | None = None
+    keep_threads: bool = False
 
     def __post_init__(self) -> None:
-        self.sink = DjangoSink(
-            run=self.run, suite=self.suite, worker=self.worker, on_finished=self.on_finished
-        )
-        self.control = _Control(self.run.pk)
+        self.sink = DjangoSink(run=self.run, suite=self.suite, worker=self.worker)
+        self.stopped_by: str | None = None
 
     @property
     def open_episode_ids(self) -> list[int]:
@@ -448,9 +536,14 @@ class _Execution:
 
     def execute(self, pairs: list[tuple[str, int]]) -> str | None:
         """Run the pairs; return the status that stopped them early (e.g. cancelled), else None."""
-        client = client_for_run(run=self.run)  # DB reads stay outside the event loop
+        keep = self.keep_threads
+        lanes = _threads("sink", min(self.run.concurrency, 8), keep=keep)
+        [control_thread] = _threads("control", 1, keep=keep)
+        control = _Control(self.run.pk, control_thread)
+        sink = _LanedSink(self.sink, lanes, on_finished=self.on_finished)
+        http = _http_for_run(run=self.run)
+        client = client_for_run(run=self.run, http=http)  # DB reads stay outside the event loop
         tasks = {task.id: task for task in self.suite.tasks}
-        sink = ThreadedSink(self.sink)
 
         async def one(gate: asyncio.Semaphore, task_id: str, trial: int) -> None:
             async with gate:
@@ -467,13 +560,13 @@ class _Execution:
                     group.create_task(one(gate, task_id, trial))
 
         async def main() -> None:
-            async with client:
+            async with http:
                 work = asyncio.create_task(everything())
-                watch = asyncio.create_task(self.control.watch(work))
+                watch = asyncio.create_task(control.watch(work))
                 try:
                     await work
                 except asyncio.CancelledError:
-                    if self.control.stopped_by is None:
+                    if control.stopped_by is None:
                         raise
                 finally:
                     watch.cancel()
@@ -482,9 +575,10 @@ class _Execution:
         try:
             asyncio.run(main())
         finally:
-            sink.close()  # waits for every pending write
-            self.control.close()
-        return self.control.stopped_by
+            _release(lanes, keep=keep)  # waits for every pending write
+            _release([control_thread], keep=keep)
+        self.stopped_by = control.stopped_by
+        return self.stopped_by
 
 
 def run_counts_refresh(*, run: Run) -> Run:
@@ -607,7 +701,7 @@ def run_execute_shard(*, run_id: int, pairs: list[tuple[str, int]], worker: str 
     if done is None:
         return False
     todo = [(str(t), int(i)) for t, i in pairs if (t, i) not in done]
-    execution = _Execution(run=run, suite=suite, worker=worker)
+    execution = _Execution(run=run, suite=suite, worker=worker, keep_threads=True)
     try:
         stopped_by = execution.execute(todo)
     except DB_DOWN:
