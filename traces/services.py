@@ -158,8 +158,10 @@ def episode_start(*, run: Run, key: EpisodeKey, goal: str, worker: str = "") -> 
     """Create the episode row, or restart one a crashed attempt left running.
 
     The crashed attempt's steps move into ``previous_attempts`` (outcome "interrupted"), so the
-    restart begins from a clean step list without destroying evidence. A final episode is never
-    reset: that raises EpisodeAlreadyFinal (a redelivered or duplicated shard skips it).
+    restart begins from a clean step list without destroying evidence, and ``attempt`` goes up:
+    only the latest attempt writes (a live duplicate notices through its shard's control loop).
+    A final episode is never reset: that raises EpisodeAlreadyFinal (a redelivered or
+    duplicated shard skips it).
     """
     # The common case, a fresh pair, is one INSERT; only a conflict takes the locking path.
     try:
@@ -186,6 +188,8 @@ def episode_start(*, run: Run, key: EpisodeKey, goal: str, worker: str = "") -> 
         if steps:
             history.append(_attempt_archive(episode=episode, steps=steps, outcome="interrupted"))
             Step.objects.filter(episode=episode).delete()
+        # A previous attempt with a worker may still be running somewhere (a duplicated shard).
+        maybe_alive = bool(episode.worker)
         episode.attempt += 1
         Episode.objects.filter(pk=episode.pk).update(
             outcome=Episode.Outcome.RUNNING,
@@ -197,6 +201,11 @@ def episode_start(*, run: Run, key: EpisodeKey, goal: str, worker: str = "") -> 
             attempt=episode.attempt,
             previous_attempts=history,
         )
+    if maybe_alive:
+        # Live shards notice a superseded episode within RUN_POLL_S and stop writing it; wait
+        # that out, then drop whatever it wrote meanwhile, so the new attempt starts clean.
+        time.sleep(2 * settings.RUN_POLL_S + 0.1)
+        Step.objects.filter(episode=episode).delete()
     return episode
 
 
@@ -332,6 +341,8 @@ class DjangoSink:
     worker: str = ""
     # Episodes this sink started and has not finished: the ones a stopped shard must close.
     episodes: dict[EpisodeKey, Episode] = field(default_factory=dict)
+    # Ids of open episodes a newer attempt took over (found by the shard's control loop).
+    superseded: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.goals = {task.id: task.goal for task in self.suite.tasks}
@@ -348,14 +359,12 @@ class DjangoSink:
         episode = self.episodes[key]
 
         def write(retry: int) -> None:
-            # A retried insert may have committed before the connection dropped.
-            if retry and Step.objects.filter(episode=episode, index=step.index).exists():
-                return
             # Superseded by a newer attempt (a duplicate delivery restarted this pair): that
             # attempt owns the episode now; this one's steps are dropped, never mixed in.
-            if not Episode.objects.filter(
-                pk=episode.pk, attempt=episode.attempt, outcome=Episode.Outcome.RUNNING
-            ).exists():
+            if episode.pk in self.superseded:
+                return
+            # A retried insert may have committed before the connection dropped.
+            if retry and Step.objects.filter(episode=episode, index=step.index).exists():
                 return
             try:
                 with _savepoint_if_nested():
@@ -476,19 +485,23 @@ class _LanedSink:
 class _Control:
     """Heartbeat and cancel watch for one executing shard, on its own thread and connection."""
 
-    def __init__(self, run_id: int, pool: ThreadPoolExecutor) -> None:
-        self.run_id, self.pool = run_id, pool
+    def __init__(self, run_id: int, pool: ThreadPoolExecutor, sink: DjangoSink) -> None:
+        self.run_id, self.pool, self.sink = run_id, pool, sink
         self.stopped_by: str | None = None
 
-    def tick(self, beat: bool) -> str | None:
-        """Heartbeat if due; return the run's status (None when the database is unreachable —
-        the shard carries on and the sink's own writes wait for it)."""
+    def tick(self, beat: bool, attempts: dict[int, int]) -> str | None:
+        """Heartbeat if due; mark open episodes a newer attempt took over; return the run's
+        status (None when the database is unreachable — the shard carries on and the sink's
+        own writes wait for it)."""
         try:
             if beat:
                 # A run reaped as stale whose worker was only slow is running again.
                 Run.objects.filter(
                     pk=self.run_id, status__in=(Run.Status.RUNNING, Run.Status.STALE)
                 ).update(status=Run.Status.RUNNING, heartbeat_at=timezone.now())
+            if attempts:
+                current = Episode.objects.filter(pk__in=attempts).values_list("pk", "attempt")
+                self.sink.superseded.update(pk for pk, n in current if n != attempts[pk])
             return Run.objects.filter(pk=self.run_id).values_list("status", flat=True).first()
         except DB_DOWN as exc:
             log.warning("database unavailable for run %s's heartbeat (%s)", self.run_id, exc)
@@ -502,7 +515,9 @@ class _Control:
         while not work.done():
             now = time.monotonic()
             beat = now - last_beat >= settings.RUN_HEARTBEAT_S
-            status = await loop.run_in_executor(self.pool, self.tick, beat)
+            # One query per tick watches every open episode, instead of one per step written.
+            attempts = {e.pk: e.attempt for e in list(self.sink.episodes.values())}
+            status = await loop.run_in_executor(self.pool, self.tick, beat, attempts)
             if beat:
                 last_beat = now
             if status is not None and status not in Run.Status.active():
@@ -539,7 +554,7 @@ class _Execution:
         keep = self.keep_threads
         lanes = _threads("sink", min(self.run.concurrency, 8), keep=keep)
         [control_thread] = _threads("control", 1, keep=keep)
-        control = _Control(self.run.pk, control_thread)
+        control = _Control(self.run.pk, control_thread, self.sink)
         sink = _LanedSink(self.sink, lanes, on_finished=self.on_finished)
         http = _http_for_run(run=self.run)
         client = client_for_run(run=self.run, http=http)  # DB reads stay outside the event loop
@@ -790,6 +805,7 @@ def run_retry_errored(*, run: Run) -> Run:
                 error="",
                 n_steps=0,
                 finished_at=None,
+                worker="",  # no attempt is alive: the restart needs no grace period
                 previous_attempts=[*episode.previous_attempts, archived],
             )
         Step.objects.filter(episode__in=errored).delete()
