@@ -326,6 +326,20 @@ def _retry_db[T](fn: Callable[[int], T], *, what: str) -> T:
             delay, attempt = min(delay * 2, 5.0), attempt + 1
 
 
+class DatabaseLost(BaseException):
+    """The database stayed away longer than DB_RETRY_S during an episode.
+
+    A BaseException so the harness loop does not record it as the episode's (errored) outcome:
+    it ends the shard instead, Celery retries the shard, and the episode restarts then."""
+
+
+def _sink_retry_db[T](fn: Callable[[int], T], *, what: str) -> T:
+    try:
+        return _retry_db(fn, what=what)
+    except DB_DOWN as exc:
+        raise DatabaseLost(what) from exc
+
+
 @dataclass
 class DjangoSink:
     """A blocking sink that writes each event to the database before returning.
@@ -348,7 +362,7 @@ class DjangoSink:
         self.goals = {task.id: task.goal for task in self.suite.tasks}
 
     def episode_started(self, key: EpisodeKey) -> None:
-        self.episodes[key] = _retry_db(
+        self.episodes[key] = _sink_retry_db(
             lambda _: episode_start(
                 run=self.run, key=key, goal=self.goals[key.task_id], worker=self.worker
             ),
@@ -372,11 +386,11 @@ class DjangoSink:
             except IntegrityError:
                 pass  # the newer attempt wrote this index between the check and the insert
 
-        _retry_db(write, what=f"writing step {step.index} of {key.task_id}#{key.trial}")
+        _sink_retry_db(write, what=f"writing step {step.index} of {key.task_id}#{key.trial}")
 
     def episode_finished(self, record: EpisodeRecord) -> None:
         episode = self.episodes[record.key]
-        _retry_db(
+        _sink_retry_db(
             lambda _: episode_finish(episode=episode, record=record, attempt=episode.attempt),
             what=f"finishing {record.key.task_id}#{record.key.trial}",
         )
@@ -527,6 +541,11 @@ class _Control:
             await asyncio.sleep(settings.RUN_POLL_S)
 
 
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
 @dataclass
 class _Execution:
     """(task, trial) pairs of one run executed concurrently (asyncio, up to run.concurrency),
@@ -589,6 +608,12 @@ class _Execution:
 
         try:
             asyncio.run(main())
+        except BaseExceptionGroup as group:
+            # The TaskGroup wraps what an episode raised: a database outage that outlasted the
+            # sink's retries surfaces as itself, so Celery retries the shard.
+            if (lost := group.subgroup(DatabaseLost)) is not None:
+                raise _first_leaf(lost).__cause__ from group  # the OperationalError itself
+            raise
         finally:
             _release(lanes, keep=keep)  # waits for every pending write
             _release([control_thread], keep=keep)
