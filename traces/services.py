@@ -34,6 +34,7 @@ from benchrig.harness.client import ChatClient, Sampling, normalize_base_url
 from benchrig.harness.loop import run_episode
 from benchrig.harness.records import EpisodeKey, EpisodeRecord, StepRecord
 from benchrig.harness.runner import plan
+from benchrig.harness.sink import LanedSink
 from benchrig.harness.suites import Suite, SuiteError, load_suite
 from traces.models import Backend, Episode, Run, Step, Verdict
 from traces.selectors import run_counts, run_finished_keys, run_summary
@@ -344,7 +345,7 @@ def _sink_retry_db[T](fn: Callable[[int], T], *, what: str) -> T:
 class DjangoSink:
     """A blocking sink that writes each event to the database before returning.
 
-    _LanedSink calls it from its writer threads, one per episode in flight at most, each with its
+    LanedSink calls it from its writer threads, one per episode in flight at most, each with its
     own DB connection; the episodes dict is only ever touched per key. A database that
     goes away mid-episode is waited for (each write retried on a fresh connection), so a blip
     never drops a step; only after DB_RETRY_S does the error reach the shard (and Celery's retry).
@@ -461,41 +462,6 @@ def _release(pools: list[ThreadPoolExecutor], *, keep: bool) -> None:
             pool.shutdown(wait=True)
 
 
-class _LanedSink:
-    """The async face of a DjangoSink, with several writer threads ("lanes").
-
-    Each episode's writes go, in order, to one lane (its own thread and DB connection), so the
-    episodes in flight never queue behind each other's database round trips — with one writer
-    thread those round trips, not the model, bound a shard's speed."""
-
-    def __init__(
-        self,
-        inner: DjangoSink,
-        pools: list[ThreadPoolExecutor],
-        on_finished: Callable[[EpisodeRecord], None] | None = None,
-    ) -> None:
-        self.inner, self.pools, self.on_finished = inner, pools, on_finished
-        self.lane: dict[EpisodeKey, ThreadPoolExecutor] = {}
-        self.started = 0
-
-    async def _run(self, key: EpisodeKey, fn: Callable[..., object], *args: object) -> None:
-        await asyncio.get_running_loop().run_in_executor(self.lane[key], fn, *args)
-
-    async def episode_started(self, key: EpisodeKey) -> None:
-        self.lane[key] = self.pools[self.started % len(self.pools)]
-        self.started += 1
-        await self._run(key, self.inner.episode_started, key)
-
-    async def step(self, key: EpisodeKey, step: StepRecord) -> None:
-        await self._run(key, self.inner.step, key, step)
-
-    async def episode_finished(self, record: EpisodeRecord) -> None:
-        await self._run(record.key, self.inner.episode_finished, record)
-        del self.lane[record.key]
-        if self.on_finished:
-            self.on_finished(record)
-
-
 class _Control:
     """Heartbeat and cancel watch for one executing shard, on its own thread and connection."""
 
@@ -574,7 +540,7 @@ class _Execution:
         lanes = _threads("sink", min(self.run.concurrency, 8), keep=keep)
         [control_thread] = _threads("control", 1, keep=keep)
         control = _Control(self.run.pk, control_thread, self.sink)
-        sink = _LanedSink(self.sink, lanes, on_finished=self.on_finished)
+        sink = LanedSink(self.sink, lanes, on_finished=self.on_finished)
         http = _http_for_run(run=self.run)
         client = client_for_run(run=self.run, http=http)  # DB reads stay outside the event loop
         tasks = {task.id: task for task in self.suite.tasks}
