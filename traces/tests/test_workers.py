@@ -81,9 +81,9 @@ def test_sigkill_mid_run_then_restart_finishes_each_episode_exactly_once(
 ) -> None:
     # Redis hands an unacknowledged message out again only after the visibility timeout: short
     # here (shards take well under a second) so the restarted worker picks the shard up quickly.
-    env = {**WORKER_ENV, "BENCHRIG_BROKER_VISIBILITY_TIMEOUT_S": "3"}
+    env = {**WORKER_ENV, "BENCHRIG_BROKER_VISIBILITY_TIMEOUT_S": "5"}
     common = {"database_url": live_database_url, "broker_url": BROKER, "queues": queue}
-    with scripted_server(two_calls(0.15)) as server:
+    with scripted_server(two_calls(0.3)) as server:
         run = make_run(server, trials=2, concurrency=3)
         with celery_worker(concurrency=1, env=env, **common) as victim:
 
@@ -97,6 +97,7 @@ def test_sigkill_mid_run_then_restart_finishes_each_episode_exactly_once(
             wait_until(mid_shard, 30, "episodes finished and others mid-conversation")
             os.killpg(victim.pid, signal.SIGKILL)
             victim.wait()
+        time.sleep(0.5)  # requests the victim sent just before dying reach the server
         before = snapshot(run)
         interrupted = set(
             Episode.objects.filter(run=run, outcome="running").values_list("task_id", "trial")
