@@ -41,7 +41,11 @@ format: install
 
 bench: install
 	$(PY) bench/harness_overhead.py
+	$(PY) bench/ingest.py
 	$(PY) bench/pages.py
+	$(PY) bench/hints_compare.py
+	$(PY) bench/leaderboard.py
+	$(PY) bench/workers.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache

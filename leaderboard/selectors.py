@@ -33,7 +33,12 @@ GROUPINGS = (PER_RUN, LATEST)
 # Verdicts that say "not the model's fault": the adjusted view leaves these episodes out.
 EXCLUDED_LABELS = (Verdict.Label.HARNESS_ARTIFACT.value, Verdict.Label.INFRA_ERROR.value)
 # Runs still queued or running would rank on partial results.
-BOARD_STATUSES = (Run.Status.SUCCEEDED, Run.Status.FAILED, Run.Status.CANCELLED)
+BOARD_STATUSES = (
+    Run.Status.SUCCEEDED,
+    Run.Status.PARTIAL,
+    Run.Status.FAILED,
+    Run.Status.CANCELLED,
+)
 # The backend_config keys that change what the model generates. Everything else in the snapshot
 # (name, base_url, timeout_s, max_concurrency, has_api_key) says where and how patiently the
 # server is reached, so two runs differing only there are the same configuration.

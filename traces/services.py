@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
 import re
+import ssl
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -25,6 +28,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import httpx
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
@@ -49,7 +53,7 @@ from benchrig.harness.loop import parse_arguments, run_episode
 from benchrig.harness.records import EpisodeKey, EpisodeRecord, StepRecord
 from benchrig.harness.runner import plan
 from benchrig.harness.scoring import tool_efficiency
-from benchrig.harness.sink import ThreadedSink
+from benchrig.harness.sink import LanedSink
 from benchrig.harness.suites import Suite, SuiteError, load_suite
 from traces.importers import ImportFormatError, importer_for
 from traces.importers.otlp import trace_episode
@@ -233,6 +237,12 @@ def run_create(
     )
 
 
+def _savepoint_if_nested() -> contextlib.AbstractContextManager[object]:
+    """A savepoint when inside a transaction (so an IntegrityError leaves it usable); nothing in
+    autocommit, where a failed INSERT harms nothing and a savepoint costs two round trips."""
+    return transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
+
+
 class EpisodeAlreadyFinal(Exception):
     """This (run, task, trial) already has a final outcome; a redelivered shard skips it."""
 
@@ -269,39 +279,54 @@ def episode_start(*, run: Run, key: EpisodeKey, goal: str, worker: str = "") -> 
     """Create the episode row, or restart one a crashed attempt left running.
 
     The crashed attempt's steps move into ``previous_attempts`` (outcome "interrupted"), so the
-    restart begins from a clean step list without destroying evidence. A final episode is never
-    reset: that raises EpisodeAlreadyFinal (a redelivered or duplicated shard skips it).
+    restart begins from a clean step list without destroying evidence, and ``attempt`` goes up:
+    only the latest attempt writes (a live duplicate notices through its shard's control loop).
+    A final episode is never reset: that raises EpisodeAlreadyFinal (a redelivered or
+    duplicated shard skips it).
     """
-    with transaction.atomic():
-        episode, created = Episode.objects.get_or_create(
-            run=run,
-            task_id=key.task_id,
-            trial=key.trial,
-            defaults={"axis": key.axis, "goal": goal, "worker": worker, "attempt": 1},
-        )
-        if not created:
-            episode = Episode.objects.select_for_update().get(pk=episode.pk)
-            if episode.outcome != Episode.Outcome.RUNNING:
-                raise EpisodeAlreadyFinal(f"{key.task_id}#{key.trial} is {episode.outcome}")
-            steps = list(Step.objects.filter(episode=episode).order_by("index"))
-            history = list(episode.previous_attempts)
-            if steps:
-                history.append(
-                    _attempt_archive(episode=episode, steps=steps, outcome="interrupted")
-                )
-                Step.objects.filter(episode=episode).delete()
-            episode.attempt += 1
-            Episode.objects.filter(pk=episode.pk).update(
-                outcome=Episode.Outcome.RUNNING,
-                error="",
-                n_steps=0,
-                finished_at=None,
-                started_at=timezone.now(),
+    # The common case, a fresh pair, is one INSERT; only a conflict takes the locking path.
+    try:
+        with _savepoint_if_nested():
+            return Episode.objects.create(
+                run=run,
+                task_id=key.task_id,
+                trial=key.trial,
+                axis=key.axis,
+                goal=goal,
                 worker=worker,
-                attempt=episode.attempt,
-                previous_attempts=history,
+                attempt=1,
             )
-    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now())
+    except IntegrityError:
+        pass
+    with transaction.atomic():
+        episode = Episode.objects.select_for_update().get(
+            run=run, task_id=key.task_id, trial=key.trial
+        )
+        if episode.outcome != Episode.Outcome.RUNNING:
+            raise EpisodeAlreadyFinal(f"{key.task_id}#{key.trial} is {episode.outcome}")
+        steps = list(Step.objects.filter(episode=episode).order_by("index"))
+        history = list(episode.previous_attempts)
+        if steps:
+            history.append(_attempt_archive(episode=episode, steps=steps, outcome="interrupted"))
+            Step.objects.filter(episode=episode).delete()
+        # A previous attempt with a worker may still be running somewhere (a duplicated shard).
+        maybe_alive = bool(episode.worker)
+        episode.attempt += 1
+        Episode.objects.filter(pk=episode.pk).update(
+            outcome=Episode.Outcome.RUNNING,
+            error="",
+            n_steps=0,
+            finished_at=None,
+            started_at=timezone.now(),
+            worker=worker,
+            attempt=episode.attempt,
+            previous_attempts=history,
+        )
+    if maybe_alive:
+        # Live shards notice a superseded episode within RUN_POLL_S and stop writing it; wait
+        # that out, then drop whatever it wrote meanwhile, so the new attempt starts clean.
+        time.sleep(2 * settings.RUN_POLL_S + 0.1)
+        Step.objects.filter(episode=episode).delete()
     return episode
 
 
@@ -422,11 +447,26 @@ def _retry_db[T](fn: Callable[[int], T], *, what: str) -> T:
             delay, attempt = min(delay * 2, 5.0), attempt + 1
 
 
+class DatabaseLost(BaseException):
+    """The database stayed away longer than DB_RETRY_S during an episode.
+
+    A BaseException so the harness loop does not record it as the episode's (errored) outcome:
+    it ends the shard instead, Celery retries the shard, and the episode restarts then."""
+
+
+def _sink_retry_db[T](fn: Callable[[int], T], *, what: str) -> T:
+    try:
+        return _retry_db(fn, what=what)
+    except DB_DOWN as exc:
+        raise DatabaseLost(what) from exc
+
+
 @dataclass
 class DjangoSink:
     """A blocking sink that writes each event to the database before returning.
 
-    ThreadedSink runs it on one thread, so it owns that thread's DB connection. A database that
+    LanedSink calls it from its writer threads, one per episode in flight at most, each with its
+    own DB connection; the episodes dict is only ever touched per key. A database that
     goes away mid-episode is waited for (each write retried on a fresh connection), so a blip
     never drops a step; only after DB_RETRY_S does the error reach the shard (and Celery's retry).
     """
@@ -434,15 +474,16 @@ class DjangoSink:
     run: Run
     suite: Suite
     worker: str = ""
-    on_finished: Callable[[EpisodeRecord], None] | None = None
     # Episodes this sink started and has not finished: the ones a stopped shard must close.
     episodes: dict[EpisodeKey, Episode] = field(default_factory=dict)
+    # Ids of open episodes a newer attempt took over (found by the shard's control loop).
+    superseded: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.goals = {task.id: task.goal for task in self.suite.tasks}
 
     def episode_started(self, key: EpisodeKey) -> None:
-        self.episodes[key] = _retry_db(
+        self.episodes[key] = _sink_retry_db(
             lambda _: episode_start(
                 run=self.run, key=key, goal=self.goals[key.task_id], worker=self.worker
             ),
@@ -453,38 +494,33 @@ class DjangoSink:
         episode = self.episodes[key]
 
         def write(retry: int) -> None:
+            # Superseded by a newer attempt (a duplicate delivery restarted this pair): that
+            # attempt owns the episode now; this one's steps are dropped, never mixed in.
+            if episode.pk in self.superseded:
+                return
             # A retried insert may have committed before the connection dropped.
             if retry and Step.objects.filter(episode=episode, index=step.index).exists():
                 return
-            # Superseded by a newer attempt (a duplicate delivery restarted this pair): that
-            # attempt owns the episode now; this one's steps are dropped, never mixed in.
-            if not Episode.objects.filter(
-                pk=episode.pk, attempt=episode.attempt, outcome=Episode.Outcome.RUNNING
-            ).exists():
-                return
             try:
-                with transaction.atomic():
+                with _savepoint_if_nested():
                     step_record(episode=episode, step=step)
             except IntegrityError:
                 pass  # the newer attempt wrote this index between the check and the insert
 
-        _retry_db(write, what=f"writing step {step.index} of {key.task_id}#{key.trial}")
+        _sink_retry_db(write, what=f"writing step {step.index} of {key.task_id}#{key.trial}")
 
     def episode_finished(self, record: EpisodeRecord) -> None:
         episode = self.episodes[record.key]
-        _retry_db(
+        _sink_retry_db(
             lambda _: episode_finish(episode=episode, record=record, attempt=episode.attempt),
             what=f"finishing {record.key.task_id}#{record.key.trial}",
         )
         del self.episodes[record.key]
-        if self.on_finished:
-            self.on_finished(record)
-
-    def close(self) -> None:
-        connection.close()
 
 
-def client_for_run(*, run: Run) -> ChatClient:
+def client_for_run(*, run: Run, http: httpx.AsyncClient | None = None) -> ChatClient:
+    """The run's model client. With ``http`` (see _http_for_run), the caller owns and closes
+    that connection pool."""
     config = run.backend_config
     if run.backend is None:
         raise ValueError(f"run {run.pk} has no backend to call")
@@ -498,26 +534,74 @@ def client_for_run(*, run: Run) -> ChatClient:
             extra_body=config.get("extra_body") or {},
         ),
         timeout_s=config.get("timeout_s", 120.0),
+        http=http,
     )
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    # Building one loads the CA bundle: ~50 ms of CPU, which every shard would otherwise pay.
+    return httpx.create_ssl_context()
+
+
+def _http_for_run(*, run: Run) -> httpx.AsyncClient:
+    """An HTTP pool for one shard, sharing the process's TLS context."""
+    api_key = run.backend.api_key if run.backend else ""
+    return httpx.AsyncClient(
+        timeout=run.backend_config.get("timeout_s", 120.0),
+        headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
+        limits=httpx.Limits(max_connections=256),
+        verify=_ssl_context(),
+    )
+
+
+# Writer and control threads of a Celery pool thread, kept from shard to shard with their
+# database connections: opening a connection per lane per shard cost more than the shard's work.
+_kept = threading.local()
+
+
+def _threads(kind: str, n: int, *, keep: bool) -> list[ThreadPoolExecutor]:
+    def new(i: int) -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"benchrig-{kind}-{i}")
+
+    if not keep:
+        return [new(i) for i in range(n)]
+    pools: list[ThreadPoolExecutor] = _kept.__dict__.setdefault(kind, [])
+    pools.extend(new(i) for i in range(len(pools), n))
+    return pools[:n]
+
+
+def _release(pools: list[ThreadPoolExecutor], *, keep: bool) -> None:
+    """Wait for each thread's pending work; unless kept, close its connection and stop it."""
+    for pool in pools:
+        if keep:
+            pool.submit(lambda: None).result()
+        else:
+            # Resolve the connection on that thread: each thread has its own.
+            pool.submit(lambda: connection.close()).result()
+            pool.shutdown(wait=True)
 
 
 class _Control:
     """Heartbeat and cancel watch for one executing shard, on its own thread and connection."""
 
-    def __init__(self, run_id: int) -> None:
-        self.run_id = run_id
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="benchrig-control")
+    def __init__(self, run_id: int, pool: ThreadPoolExecutor, sink: DjangoSink) -> None:
+        self.run_id, self.pool, self.sink = run_id, pool, sink
         self.stopped_by: str | None = None
 
-    def tick(self, beat: bool) -> str | None:
-        """Heartbeat if due; return the run's status (None when the database is unreachable —
-        the shard carries on and the sink's own writes wait for it)."""
+    def tick(self, beat: bool, attempts: dict[int, int]) -> str | None:
+        """Heartbeat if due; mark open episodes a newer attempt took over; return the run's
+        status (None when the database is unreachable — the shard carries on and the sink's
+        own writes wait for it)."""
         try:
             if beat:
                 # A run reaped as stale whose worker was only slow is running again.
                 Run.objects.filter(
                     pk=self.run_id, status__in=(Run.Status.RUNNING, Run.Status.STALE)
                 ).update(status=Run.Status.RUNNING, heartbeat_at=timezone.now())
+            if attempts:
+                current = Episode.objects.filter(pk__in=attempts).values_list("pk", "attempt")
+                self.sink.superseded.update(pk for pk, n in current if n != attempts[pk])
             return Run.objects.filter(pk=self.run_id).values_list("status", flat=True).first()
         except DB_DOWN as exc:
             log.warning("database unavailable for run %s's heartbeat (%s)", self.run_id, exc)
@@ -531,7 +615,9 @@ class _Control:
         while not work.done():
             now = time.monotonic()
             beat = now - last_beat >= settings.RUN_HEARTBEAT_S
-            status = await loop.run_in_executor(self.pool, self.tick, beat)
+            # One query per tick watches every open episode, instead of one per step written.
+            attempts = {e.pk: e.attempt for e in list(self.sink.episodes.values())}
+            status = await loop.run_in_executor(self.pool, self.tick, beat, attempts)
             if beat:
                 last_beat = now
             if status is not None and status not in Run.Status.active():
@@ -540,27 +626,29 @@ class _Control:
                 return
             await asyncio.sleep(settings.RUN_POLL_S)
 
-    def close(self) -> None:
-        # Resolve the connection on the control thread: each thread has its own.
-        self.pool.submit(lambda: connection.close()).result()
-        self.pool.shutdown(wait=True)
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 @dataclass
 class _Execution:
     """(task, trial) pairs of one run executed concurrently (asyncio, up to run.concurrency),
-    each step stored as it happens, with a heartbeat; stops promptly when the run is cancelled."""
+    each step stored as it happens, with a heartbeat; stops promptly when the run is cancelled.
+
+    ``keep_threads``: a Celery worker keeps its writer threads (and their connections) for the
+    next shard; a one-off execution (the CLI) closes them."""
 
     run: Run
     suite: Suite
     worker: str
     on_finished: Callable[[EpisodeRecord], None] | None = None
+    keep_threads: bool = False
 
     def __post_init__(self) -> None:
-        self.sink = DjangoSink(
-            run=self.run, suite=self.suite, worker=self.worker, on_finished=self.on_finished
-        )
-        self.control = _Control(self.run.pk)
+        self.sink = DjangoSink(run=self.run, suite=self.suite, worker=self.worker)
+        self.stopped_by: str | None = None
 
     @property
     def open_episode_ids(self) -> list[int]:
@@ -568,9 +656,14 @@ class _Execution:
 
     def execute(self, pairs: list[tuple[str, int]]) -> str | None:
         """Run the pairs; return the status that stopped them early (e.g. cancelled), else None."""
-        client = client_for_run(run=self.run)  # DB reads stay outside the event loop
+        keep = self.keep_threads
+        lanes = _threads("sink", min(self.run.concurrency, 8), keep=keep)
+        [control_thread] = _threads("control", 1, keep=keep)
+        control = _Control(self.run.pk, control_thread, self.sink)
+        sink = LanedSink(self.sink, lanes, on_finished=self.on_finished)
+        http = _http_for_run(run=self.run)
+        client = client_for_run(run=self.run, http=http)  # DB reads stay outside the event loop
         tasks = {task.id: task for task in self.suite.tasks}
-        sink = ThreadedSink(self.sink)
 
         async def one(gate: asyncio.Semaphore, task_id: str, trial: int) -> None:
             async with gate:
@@ -587,13 +680,13 @@ class _Execution:
                     group.create_task(one(gate, task_id, trial))
 
         async def main() -> None:
-            async with client:
+            async with http:
                 work = asyncio.create_task(everything())
-                watch = asyncio.create_task(self.control.watch(work))
+                watch = asyncio.create_task(control.watch(work))
                 try:
                     await work
                 except asyncio.CancelledError:
-                    if self.control.stopped_by is None:
+                    if control.stopped_by is None:
                         raise
                 finally:
                     watch.cancel()
@@ -601,10 +694,17 @@ class _Execution:
 
         try:
             asyncio.run(main())
+        except BaseExceptionGroup as group:
+            # The TaskGroup wraps what an episode raised: a database outage that outlasted the
+            # sink's retries surfaces as itself, so Celery retries the shard.
+            if (lost := group.subgroup(DatabaseLost)) is not None:
+                raise _first_leaf(lost).__cause__ from group  # the OperationalError itself
+            raise
         finally:
-            sink.close()  # waits for every pending write
-            self.control.close()
-        return self.control.stopped_by
+            _release(lanes, keep=keep)  # waits for every pending write
+            _release([control_thread], keep=keep)
+        self.stopped_by = control.stopped_by
+        return self.stopped_by
 
 
 def run_counts_refresh(*, run: Run) -> Run:
@@ -727,7 +827,7 @@ def run_execute_shard(*, run_id: int, pairs: list[tuple[str, int]], worker: str 
     if done is None:
         return False
     todo = [(str(t), int(i)) for t, i in pairs if (t, i) not in done]
-    execution = _Execution(run=run, suite=suite, worker=worker)
+    execution = _Execution(run=run, suite=suite, worker=worker, keep_threads=True)
     try:
         stopped_by = execution.execute(todo)
     except DB_DOWN:
@@ -816,6 +916,7 @@ def run_retry_errored(*, run: Run) -> Run:
                 error="",
                 n_steps=0,
                 finished_at=None,
+                worker="",  # no attempt is alive: the restart needs no grace period
                 previous_attempts=[*episode.previous_attempts, archived],
             )
         Step.objects.filter(episode__in=errored).delete()

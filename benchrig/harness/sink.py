@@ -2,8 +2,9 @@
 
 The loop awaits ``episode_started``, each ``step`` and ``episode_finished``; a sink that writes to a
 database must make each call durable before it returns, so a crash loses nothing that ran.
-``ThreadedSink`` adapts a blocking sink (the Django one) by running every call on one dedicated
-thread: writes stay ordered, one database connection is used, and the event loop never blocks.
+``LanedSink`` adapts a blocking sink (the Django one) by running its calls on writer threads
+("lanes"): each episode's writes stay ordered on one lane, the episodes in flight never queue
+behind each other's database round trips, and the event loop never blocks.
 """
 
 from __future__ import annotations
@@ -47,26 +48,39 @@ class MemorySink:
         self.finished.append(record)
 
 
-class ThreadedSink:
-    def __init__(self, inner: BlockingSink) -> None:
-        self.inner = inner
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="benchrig-sink")
+class LanedSink:
+    """Run a blocking sink's calls on single-thread executors, one lane per episode.
 
-    async def _run(self, fn: Callable[..., object], *args: object) -> None:
-        await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+    An episode is assigned a lane (round robin) when it starts and keeps it until it finishes, so
+    its writes are ordered; the caller owns the executors (and whatever each thread holds, such
+    as a database connection) and shuts them down. ``on_finished`` runs on the event loop after
+    an episode's final write."""
+
+    def __init__(
+        self,
+        inner: BlockingSink,
+        lanes: list[ThreadPoolExecutor],
+        on_finished: Callable[[EpisodeRecord], None] | None = None,
+    ) -> None:
+        if not lanes:
+            raise ValueError("LanedSink needs at least one lane")
+        self.inner, self.lanes, self.on_finished = inner, lanes, on_finished
+        self.lane: dict[EpisodeKey, ThreadPoolExecutor] = {}
+        self.started = 0
+
+    async def _run(self, key: EpisodeKey, fn: Callable[..., object], *args: object) -> None:
+        await asyncio.get_running_loop().run_in_executor(self.lane[key], fn, *args)
 
     async def episode_started(self, key: EpisodeKey) -> None:
-        await self._run(self.inner.episode_started, key)
+        self.lane[key] = self.lanes[self.started % len(self.lanes)]
+        self.started += 1
+        await self._run(key, self.inner.episode_started, key)
 
     async def step(self, key: EpisodeKey, step: StepRecord) -> None:
-        await self._run(self.inner.step, key, step)
+        await self._run(key, self.inner.step, key, step)
 
     async def episode_finished(self, record: EpisodeRecord) -> None:
-        await self._run(self.inner.episode_finished, record)
-
-    def close(self) -> None:
-        """Wait for pending writes, let the inner sink release its thread's resources, stop."""
-        closer = getattr(self.inner, "close", None)
-        if closer is not None:
-            self.pool.submit(closer).result()
-        self.pool.shutdown(wait=True)
+        await self._run(record.key, self.inner.episode_finished, record)
+        del self.lane[record.key]
+        if self.on_finished:
+            self.on_finished(record)

@@ -141,9 +141,20 @@ def test_other_versions_hashes_and_unfinished_runs_stay_off_the_board() -> None:
     base, _ = reference_runs()
     other = make_run(BASE, suite_hash="0" * 64)
     running = make_run(BASE, status=Run.Status.RUNNING)
-    Episode.objects.bulk_create([episode(other, "chain_vram_sq"), episode(running, "coding_fib20")])
+    stale = make_run(BASE, status=Run.Status.STALE)
+    # Partial: every episode finished, some errored (backend down) — measured, so on the board.
+    partial = make_run("partial-model", status=Run.Status.PARTIAL)
+    Episode.objects.bulk_create(
+        [
+            episode(other, "chain_vram_sq"),
+            episode(running, "coding_fib20"),
+            episode(stale, "coding_fib20"),
+            episode(partial, "coding_fib20"),
+        ]
+    )
     ids = {r.run_id for r in board_build(query()).rows}
-    assert other.pk not in ids and running.pk not in ids and base.pk in ids
+    assert other.pk not in ids and running.pk not in ids and stale.pk not in ids
+    assert base.pk in ids and partial.pk in ids
     versions = suites_with_runs()[0]["versions"]
     assert {v["hash"] for v in versions} == {SUITE.content_hash, "0" * 64}
 

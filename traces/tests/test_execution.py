@@ -322,6 +322,65 @@ def test_a_database_blip_mid_run_loses_nothing(live_database_url: str, queue: st
     assert run.n_errored == 0 and run.n_failed == 30
 
 
+@contextlib.contextmanager
+def _database_down(seconds: float) -> Any:
+    """The database refuses everyone but this test for ``seconds``: PostgreSQL stops accepting
+    connections to it and drops the open ones; SQLite's write lock is held."""
+    if connection.vendor != "postgresql":
+        with _sqlite_locked(connection.settings_dict["NAME"], seconds):
+            yield
+        return
+    import psycopg
+
+    cfg = connection.settings_dict
+    name = connection.ops.quote_name(cfg["NAME"])
+    # A database cannot close its own doors: ask from the maintenance database.
+    admin = psycopg.connect(
+        dbname="postgres",
+        host=cfg.get("HOST") or "127.0.0.1",
+        port=cfg.get("PORT") or 5432,
+        user=cfg.get("USER") or "postgres",
+        password=cfg.get("PASSWORD") or None,
+        autocommit=True,
+    )
+    try:
+        admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+        _terminate_other_connections()
+        yield
+        time.sleep(seconds)
+    finally:
+        admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
+        admin.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_outage_longer_than_the_write_retries_hands_the_shard_back_to_celery(
+    live_database_url: str, queue: str
+) -> None:
+    # Writes give up after 1 s here, so a 4 s outage ends shards mid-episode; Celery retries
+    # them and the episodes restart — none is recorded as errored, none is lost.
+    env = {**WORKER_ENV, "BENCHRIG_DB_RETRY_S": "1", "BENCHRIG_SQLITE_TIMEOUT_S": "0.3"}
+    with scripted_server(two_calls(0.3)) as server:
+        run = make_run(server, trials=1, concurrency=3)
+        with celery_worker(
+            database_url=live_database_url, broker_url=BROKER, queues=queue, env=env
+        ) as worker:
+            wait_until(
+                lambda: Episode.objects.filter(run=run).exclude(outcome="running").count() >= 3,
+                30,
+                "some episodes to finish",
+            )
+            with _database_down(4.0):
+                pass
+            run = finished(run, 50)
+            log = worker.log()
+    assert "retry: Retry in" in log and "OperationalError" in log  # Celery took the shard back
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert_exactly_once(run)
+    assert run.n_errored == 0
+    assert Step.objects.filter(episode__run=run).count() == 15 * 5
+
+
 @pytest.mark.django_db(transaction=True)
 def test_embedded_default_runs_on_sqlite_and_the_filesystem_broker(tmp_path: Path) -> None:
     """No DATABASE_URL, no CELERY_BROKER_URL: what `make run` gives a new user."""

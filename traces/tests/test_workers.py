@@ -13,8 +13,10 @@ import pytest
 
 from benchrig.harness.testing import scripted_server
 from traces.models import Episode, Run, Step
-from traces.services import run_cancel, run_resume, runs_reap
+from traces.services import backend_upsert, run_cancel, run_create, run_resume, runs_reap
+from traces.tasks import run_shard_task
 from traces.tests.workers import (
+    SUITE,
     WORKER_ENV,
     assert_exactly_once,
     broker_url_for_tests,
@@ -79,9 +81,9 @@ def test_sigkill_mid_run_then_restart_finishes_each_episode_exactly_once(
 ) -> None:
     # Redis hands an unacknowledged message out again only after the visibility timeout: short
     # here (shards take well under a second) so the restarted worker picks the shard up quickly.
-    env = {**WORKER_ENV, "BENCHRIG_BROKER_VISIBILITY_TIMEOUT_S": "3"}
+    env = {**WORKER_ENV, "BENCHRIG_BROKER_VISIBILITY_TIMEOUT_S": "5"}
     common = {"database_url": live_database_url, "broker_url": BROKER, "queues": queue}
-    with scripted_server(two_calls(0.15)) as server:
+    with scripted_server(two_calls(0.3)) as server:
         run = make_run(server, trials=2, concurrency=3)
         with celery_worker(concurrency=1, env=env, **common) as victim:
 
@@ -95,6 +97,7 @@ def test_sigkill_mid_run_then_restart_finishes_each_episode_exactly_once(
             wait_until(mid_shard, 30, "episodes finished and others mid-conversation")
             os.killpg(victim.pid, signal.SIGKILL)
             victim.wait()
+        time.sleep(0.5)  # requests the victim sent just before dying reach the server
         before = snapshot(run)
         interrupted = set(
             Episode.objects.filter(run=run, outcome="running").values_list("task_id", "trial")
@@ -183,3 +186,37 @@ def test_cancelling_a_queued_run_is_immediate(queue: str) -> None:
         run = run_cancel(run=run)
     assert run.status == Run.Status.CANCELLED and run.finished_at is not None
     assert run_cancel(run=run).status == Run.Status.CANCELLED  # a second click is harmless
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_duplicated_shard_running_concurrently_never_mixes_two_conversations(
+    live_database_url: str, queue: str
+) -> None:
+    """What a redelivery racing a resume looks like: two copies of each shard at once."""
+    with scripted_server(two_calls(0.3)) as server:
+        backend = backend_upsert(name="scripted", base_url=server.base_url, model="m")
+        run = run_create(backend=backend, suite=SUITE, trials=1, concurrency=5)
+        pairs = [[t.id, 0] for t in SUITE.tasks]
+        for start in range(0, len(pairs), 5):
+            for _ in range(2):  # both copies are taken at once by the two pool threads
+                run_shard_task.delay(run.pk, pairs[start : start + 5])
+        with celery_worker(
+            database_url=live_database_url,
+            broker_url=BROKER,
+            queues=queue,
+            concurrency=2,
+            env=WORKER_ENV,
+        ):
+            run = finished(run, 50)
+    assert run.status == Run.Status.SUCCEEDED, run.error
+    assert_exactly_once(run)
+    assert len(server.requests) > 2 * 15  # the duplicates really ran
+    for episode in Episode.objects.filter(run=run):
+        steps = list(Step.objects.filter(episode=episode).values_list("index", "role"))
+        assert steps == list(enumerate(["system", "user", "assistant", "tool", "assistant"]))
+        assert episode.n_steps == 5 and episode.outcome == "failed"
+    restarted = Episode.objects.filter(run=run, attempt__gte=2)
+    assert restarted.exists()
+    # A superseded attempt's steps so far are archived (none if it had written none yet).
+    archived = [a for e in restarted for a in e.previous_attempts]
+    assert all(a["outcome"] == "interrupted" for a in archived)

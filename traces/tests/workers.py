@@ -162,10 +162,10 @@ def two_calls(delay_s: float) -> Any:
 
 
 @contextmanager
-def routed_queue() -> Iterator[str]:
+def routed_queue(prefix: str = "test") -> Iterator[str]:
     """A queue of the caller's own: what it enqueues meanwhile only its workers consume.
     Whatever is left in it (a cancelled run's shards) is purged afterwards."""
-    name, default = unique_queue(), celery_app.conf.task_default_queue
+    name, default = unique_queue(prefix), celery_app.conf.task_default_queue
     celery_app.conf.task_default_queue = name
     try:
         yield name
