@@ -194,6 +194,19 @@ def validation_message(exc: ValidationError) -> str:
     return " ".join(exc.messages)
 
 
+def _harness_run_fields(suite: Suite) -> dict[str, Any]:
+    """What every run the harness executes records about its suite and itself."""
+    return {
+        "suite_name": suite.name,
+        "suite_version": suite.version,
+        "suite_hash": suite.content_hash,
+        "harness_version": HARNESS_VERSION,
+        "source": Run.Source.HARNESS,
+        "source_name": "benchrig",
+        "source_version": HARNESS_VERSION,
+    }
+
+
 def run_create(
     *,
     backend: Backend,
@@ -222,13 +235,7 @@ def run_create(
         backend=backend,
         model_name=backend.model,
         backend_config=snapshot,
-        suite_name=suite.name,
-        suite_version=suite.version,
-        suite_hash=suite.content_hash,
-        harness_version=HARNESS_VERSION,
-        source=Run.Source.HARNESS,
-        source_name="benchrig",
-        source_version=HARNESS_VERSION,
+        **_harness_run_fields(suite),
         trials=trials,
         concurrency=concurrency or backend.max_concurrency,
         task_ids=chosen,
@@ -948,13 +955,7 @@ def run_rerun_task(
             backend=source.backend,
             model_name=source.model_name,
             backend_config=source.backend_config,
-            suite_name=suite.name,
-            suite_version=suite.version,
-            suite_hash=suite.content_hash,
-            harness_version=HARNESS_VERSION,
-            source=Run.Source.HARNESS,
-            source_name="benchrig",
-            source_version=HARNESS_VERSION,
+            **_harness_run_fields(suite),
             trials=trials,
             concurrency=source.concurrency,
             task_ids=[episode.task_id],

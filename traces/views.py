@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -141,43 +142,42 @@ def run_new(request: HttpRequest) -> HttpResponse:
     )
 
 
-@require_POST
-@operator_required
-def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(Run, pk=run_id)
+def _run_action(
+    request: HttpRequest, run_id: int, action: Callable[..., Run], done: str
+) -> HttpResponse:
+    """Apply an operator action to a run; a refusal (ValueError) is shown, not raised."""
+    run = get_object_or_404(Run.objects.select_related("backend"), pk=run_id)
     try:
-        run = services.run_cancel(run=run)
+        run = action(run=run)
     except ValueError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Run #{run.pk} cancelled; finished episodes are kept.")
+        messages.success(request, done.format(pk=run.pk))
     return redirect("traces:run_detail", run.pk)
+
+
+@require_POST
+@operator_required
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    return _run_action(
+        request, run_id, services.run_cancel, "Run #{pk} cancelled; finished episodes are kept."
+    )
 
 
 @require_POST
 @operator_required
 def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(Run.objects.select_related("backend"), pk=run_id)
-    try:
-        run = services.run_retry_errored(run=run)
-    except ValueError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Errored episodes of run #{run.pk} queued again.")
-    return redirect("traces:run_detail", run.pk)
+    return _run_action(
+        request, run_id, services.run_retry_errored, "Errored episodes of run #{pk} queued again."
+    )
 
 
 @require_POST
 @operator_required
 def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(Run, pk=run_id)
-    try:
-        run = services.run_resume(run=run)
-    except ValueError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Run #{run.pk} resumed: what is left is queued again.")
-    return redirect("traces:run_detail", run.pk)
+    return _run_action(
+        request, run_id, services.run_resume, "Run #{pk} resumed: what is left is queued again."
+    )
 
 
 @require_POST
