@@ -21,6 +21,13 @@ from traces.tests.workers import broker_url_for_tests, celery_worker, unique_que
 pytestmark = pytest.mark.llama
 
 
+LIVE_STATE_JS = """() => {
+  const live = document.getElementById("run-live");
+  const bar = live.querySelector(".progress");
+  return [Number(bar.getAttribute("data-percent") || 0), live.hasAttribute("hx-trigger")];
+}"""
+
+
 @pytest.fixture(scope="module")
 def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
@@ -95,9 +102,11 @@ def test_operator_runs_smollm2_from_the_browser(
         seen: list[int] = []
         deadline = time.monotonic() + 420
         while time.monotonic() < deadline:
-            live = page.locator("#run-live")
-            seen.append(int(live.locator(".progress").get_attribute("data-percent") or 0))
-            if live.get_attribute("hx-trigger") is None:
+            # One read of both, so an htmx swap between two reads cannot pair the last
+            # fragment's "no more polling" with the previous fragment's percentage.
+            percent, polling = page.evaluate(LIVE_STATE_JS)
+            seen.append(percent)
+            if not polling:
                 break
             page.wait_for_timeout(500)
         else:
